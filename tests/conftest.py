@@ -1,0 +1,129 @@
+"""Test set-up shared by the whole suite.
+
+Graph-mode tests live in ``tests/graph/``.  ``tf.compat.v1.disable_eager_execution()``
+is process-global, so they cannot run in the eager process that runs the rest:
+the main pytest process replaces each of them by a stand-in item, runs all
+selected graph tests once in one child pytest process with eager execution
+disabled, and reports each stand-in with its child's outcome (and failure
+text).  ``TFSNIPPET_TEST_GRAPH_MODE=1 pytest tests/graph`` runs them directly.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+GRAPH_ENV = 'TFSNIPPET_TEST_GRAPH_MODE'
+REPORT_ENV = 'TFSNIPPET_TEST_GRAPH_REPORT'
+GRAPH_DIR = Path(__file__).parent / 'graph'
+IN_GRAPH_PROCESS = os.environ.get(GRAPH_ENV) == '1'
+
+if IN_GRAPH_PROCESS:
+    import tensorflow as tf
+    tf.compat.v1.disable_eager_execution()
+
+
+def _is_graph_test(item) -> bool:
+    return GRAPH_DIR in Path(str(item.path)).parents
+
+
+# ----------------------------------------------------------- child process side
+_child_results: dict = {}
+
+
+def pytest_runtest_logreport(report):
+    if not IN_GRAPH_PROCESS or not os.environ.get(REPORT_ENV):
+        return
+    entry = _child_results.setdefault(report.nodeid, {'outcome': 'passed', 'text': ''})
+    if report.failed:
+        entry['outcome'] = 'failed'
+        entry['text'] += f'[{report.when}] {report.longreprtext}\n'
+    elif report.skipped and entry['outcome'] == 'passed':
+        entry['outcome'] = 'skipped'
+        longrepr = report.longrepr
+        entry['text'] = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+
+
+def pytest_sessionfinish(session):
+    path = os.environ.get(REPORT_ENV)
+    if IN_GRAPH_PROCESS and path:
+        Path(path).write_text(json.dumps(_child_results))
+
+
+# ------------------------------------------------------------ main process side
+class GraphModeFailure(Exception):
+    pass
+
+
+class GraphModeItem(pytest.Item):
+    """Stands for one graph-mode test; its outcome comes from the child process."""
+
+    def runtest(self):
+        results = _run_graph_process(self.session)
+        entry = results.get(self.nodeid)
+        if entry is None:
+            raise GraphModeFailure(
+                'the graph-mode child process reported no result for this test:\n'
+                + results.get('__output__', {}).get('text', ''))
+        if entry['outcome'] == 'skipped':
+            pytest.skip(entry['text'])
+        if entry['outcome'] == 'failed':
+            raise GraphModeFailure(entry['text'])
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, GraphModeFailure):
+            return f'(in the graph-mode child process)\n{excinfo.value}'
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, None, self.name
+
+
+def _run_graph_process(session) -> dict:
+    cached = getattr(session, '_tfsnippet_graph_results', None)
+    if cached is not None:
+        return cached
+    nodeids = [item.nodeid for item in session.items if isinstance(item, GraphModeItem)]
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, 'report.json')
+        env = dict(os.environ, **{GRAPH_ENV: '1', REPORT_ENV: report})
+        proc = subprocess.run(
+            [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', *nodeids],
+            cwd=str(session.config.rootpath), env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True)
+        results = json.loads(Path(report).read_text()) if os.path.exists(report) else {}
+    results['__output__'] = {'text': proc.stdout[-8000:]}
+    session._tfsnippet_graph_results = results
+    return results
+
+
+def pytest_collection_modifyitems(session, config, items):
+    if IN_GRAPH_PROCESS:
+        items[:] = [item for item in items if _is_graph_test(item)]
+        return
+    for i, item in enumerate(items):
+        if _is_graph_test(item):
+            items[i] = GraphModeItem.from_parent(item.parent, name=item.name)
+
+
+# ------------------------------------------------------------------ fixtures
+class FakeClock:
+    """A clock that moves only when told: ``clock.advance(seconds)``."""
+
+    def __init__(self, start: float = 1000.):
+        self.now = float(start)
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def fake_clock():
+    return FakeClock()

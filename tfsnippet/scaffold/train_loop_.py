@@ -1,0 +1,721 @@
+"""The training loop: counters, events, metrics and console logs."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from ..utils.concepts import DisposableContext
+from ..utils.events import EventSource
+from ..utils.misc import ETA, humanize_duration
+from ..utils.session import get_default_session_or_error
+from ..utils.statistics import StatisticsCollector
+from ..utils.tf_vars import is_variable, normalize_variables
+from .event_keys import EventKeys
+from .logging_ import (TIME_METRIC_PATTERN, DefaultMetricFormatter, MetricFormatter, MetricLogger,
+                       check_metric_value)
+from .summary_table import summarize_variables
+
+__all__ = ['TrainLoop', 'LoopComponent']
+
+_LOOP_EVENT_KEYS = (
+    EventKeys.ENTER_LOOP, EventKeys.EXIT_LOOP,
+    EventKeys.BEFORE_EPOCH, EventKeys.AFTER_EPOCH,
+    EventKeys.BEFORE_STEP, EventKeys.AFTER_STEP,
+    EventKeys.METRICS_COLLECTED, EventKeys.TIME_METRICS_COLLECTED,
+    EventKeys.METRIC_STATS_PRINTED, EventKeys.TIME_METRIC_STATS_PRINTED,
+    EventKeys.SUMMARY_ADDED,
+)
+
+_NOT_IN_LOOP = 'An epoch or a step loop is expected, but neither has been opened'
+
+
+class LoopComponent:
+    """A feature that plugs into a :class:`TrainLoop` instead of growing inside it.
+
+    Register it with :meth:`TrainLoop.add_component` before entering the
+    loop.  A component usually subscribes to ``loop.events`` in
+    :meth:`on_enter`; its hooks run in this order:
+
+    * :meth:`on_enter`, in registration order, when the ``with`` block is
+      entered: after the loop's own set-up, before ``ENTER_LOOP`` fires;
+    * :meth:`on_exit`, in reverse registration order, when the ``with``
+      block is left (also through an exception): after ``EXIT_LOOP`` fired.
+    """
+
+    def on_enter(self, loop: TrainLoop) -> None:
+        """Called when `loop` is entered."""
+
+    def on_exit(self, loop: TrainLoop, error: BaseException | None) -> None:
+        """Called when `loop` is left; `error` is the exception leaving it, if any."""
+
+
+def _check_limit(name: str, value: Any) -> int | None:
+    """Validate a `max_epoch`/`max_step` value; tensors and variables are evaluated."""
+    if value is None:
+        return None
+    if isinstance(value, tf.Tensor) or is_variable(value):
+        if tf.executing_eagerly():
+            value = np.asarray(value)
+        else:
+            value = get_default_session_or_error().run(value)
+        value = value.item() if isinstance(value, np.ndarray) and value.shape == () else value
+    if isinstance(value, np.integer):
+        value = int(value)
+    if type(value) is not int:
+        raise TypeError(f'`{name}` must be a positive int or None, got {value!r}')
+    if value < 1:
+        raise ValueError(f'`{name}` must be a positive int or None, got {value!r}')
+    return value
+
+
+class TrainLoop(DisposableContext):
+    """Keeps the books of a training loop whose step the user writes.
+
+    The loop owns the epoch and step counters, fires events around each
+    epoch and step, collects metrics and prints them with an ETA, and keeps
+    the best value of a validation metric.  It works the same for TF1-style
+    graph code (``session.run`` in the body) and TF2 eager code
+    (``tf.function`` steps, Keras 3 models)::
+
+        with spt.TrainLoop(model.trainable_variables, max_epoch=10) as loop:
+            loop.print_training_summary()
+            for epoch in loop.iter_epochs():
+                for step, (x, y) in loop.iter_steps(train_data):
+                    loss = train_step(x, y)           # tf.function or session.run
+                    loop.collect_metrics(loss=loss)
+                with loop.timeit('valid_time'):
+                    loop.collect_metrics(valid_loss=evaluate(valid_data))
+                loop.print_logs()
+
+    The events fire in this order (``loop.events``; handlers of ``EXIT_*``
+    and ``AFTER_*`` events run in reverse order of registration)::
+
+        ENTER_LOOP(loop)                               # entering `with`
+        for epoch in loop.iter_epochs():
+            BEFORE_EPOCH(loop)
+            for step in loop.iter_steps(data):
+                BEFORE_STEP(loop)
+                ...   # collect_metrics -> METRICS_COLLECTED(loop, metrics)
+                      # timeit         -> TIME_METRICS_COLLECTED(loop, metrics)
+                      # print_logs     -> METRIC_STATS_PRINTED(loop, stats),
+                      #                   TIME_METRIC_STATS_PRINTED(loop, stats)
+                AFTER_STEP(loop)       # then `step_time` is recorded
+            AFTER_EPOCH(loop)          # then `epoch_time` is recorded
+        EXIT_LOOP(loop)                                # leaving `with`
+
+    What fires when the loop does not end normally:
+
+    * ``break`` out of a step or epoch loop, or an exception in its body:
+      that step's ``AFTER_STEP`` (and the epoch's ``AFTER_EPOCH``) do not fire
+      and its time is not recorded.  Leaving ``iter_epochs`` clears both
+      metric loggers.
+    * ``EXIT_LOOP`` always fires when the ``with`` block is left, also
+      through an exception (``KeyboardInterrupt`` included).
+
+    Args:
+        param_vars: The variables being trained: a list or a dict
+            ``{name: variable}`` of graph variables, eager ``tf.Variable``\\ s
+            or Keras 3 variables.  Shown by :meth:`print_training_summary`.
+        var_groups: Name prefixes that group the summary table.
+        show_eta: Add ``ETA ...`` to tagged log lines when it can be estimated.
+        print_func: Receives every line the loop prints (``print`` by
+            default; ``logger.info`` or ``lines.append`` work too).
+        max_epoch: Stop after this many epochs (``None``: no limit).
+        max_step: Stop after this many steps in all (``None``: no limit).
+        metric_formatter: Orders and formats the metrics in log lines.
+        valid_metric_name: The metric whose best value is tracked; ``None``
+            turns tracking off.
+        valid_metric_smaller_is_better: Whether a smaller validation metric is
+            better.  ``None`` infers it from the name: names ending in
+            ``acc`` or ``accuracy`` are larger-is-better, all others
+            smaller-is-better.
+        clock: Time source for timers and the ETA (``time.perf_counter``);
+            pass a fake clock in tests.
+
+    Counters start at 0 and each is incremented when its iteration begins,
+    so inside the loop ``epoch`` and ``step`` count from 1.
+    """
+
+    def __init__(self,
+                 param_vars: Sequence[Any] | Mapping[str, Any] | None = None,
+                 var_groups: Sequence[str] | None = None,
+                 show_eta: bool = True,
+                 print_func: Callable[[str], Any] = print,
+                 max_epoch: int | None = None,
+                 max_step: int | None = None,
+                 metric_formatter: MetricFormatter | None = None,
+                 valid_metric_name: str | None = 'valid_loss',
+                 valid_metric_smaller_is_better: bool | None = None,
+                 clock: Callable[[], float] = time.perf_counter):
+        self._param_vars = normalize_variables(param_vars, 'param_vars')
+        if var_groups is not None:
+            if isinstance(var_groups, str) or not all(isinstance(g, str) for g in var_groups):
+                raise TypeError(f'`var_groups` must be a list of name prefixes, got {var_groups!r}')
+            var_groups = list(var_groups)
+        if not callable(print_func):
+            raise TypeError(f'`print_func` must be callable, got {print_func!r}')
+        if not callable(clock):
+            raise TypeError(f'`clock` must be a callable returning seconds, got {clock!r}')
+        if metric_formatter is None:
+            metric_formatter = DefaultMetricFormatter()
+        elif not isinstance(metric_formatter, MetricFormatter):
+            raise TypeError(
+                f'`metric_formatter` must be a MetricFormatter, got {metric_formatter!r}')
+        if valid_metric_name is not None and not isinstance(valid_metric_name, str):
+            raise TypeError(f'`valid_metric_name` must be a str or None, got {valid_metric_name!r}')
+        if valid_metric_smaller_is_better is None and valid_metric_name:
+            valid_metric_smaller_is_better = not (
+                valid_metric_name.endswith('acc') or valid_metric_name.endswith('accuracy'))
+        elif valid_metric_smaller_is_better is not None:
+            valid_metric_smaller_is_better = bool(valid_metric_smaller_is_better)
+
+        self._var_groups = var_groups
+        self._show_eta = bool(show_eta)
+        self._print_func = print_func
+        self._max_epoch = _check_limit('max_epoch', max_epoch)
+        self._max_step = _check_limit('max_step', max_step)
+        self._metric_formatter = metric_formatter
+        self._valid_metric_name = valid_metric_name or None
+        self._valid_metric_smaller_is_better = valid_metric_smaller_is_better
+        self._clock = clock
+        self._events = EventSource(_LOOP_EVENT_KEYS)
+        self._components: list[LoopComponent] = []
+
+        # persistent state (see `state_dict`)
+        self._epoch = 0
+        self._step = 0
+        self._best_valid_metric: float | None = None
+        self._steps_per_epoch: float | None = None
+
+        # ephemeral state
+        self._is_best_valid_metric = False
+        self._within_epoch = False
+        self._within_step = False
+        self._step_data = None
+        self._epoch_start: float | None = None  # running epoch timer
+        self._step_start: float | None = None   # running step timer
+        self._eta: ETA | None = None
+        self._epoch_logger = MetricLogger(metric_formatter)
+        self._step_logger = MetricLogger(metric_formatter)
+
+    def __repr__(self) -> str:
+        return f'TrainLoop(epoch={self._epoch}, step={self._step})'
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def param_vars(self) -> list[Any] | dict[str, Any]:
+        """The trainable parameters (a list or dict, as given)."""
+        return self._param_vars
+
+    @property
+    def var_groups(self) -> list[str] | None:
+        """The name prefixes that group the summary table."""
+        return self._var_groups
+
+    @property
+    def max_epoch(self) -> int | None:
+        """The maximum epoch counter; settable, ``None`` for no limit."""
+        return self._max_epoch
+
+    @max_epoch.setter
+    def max_epoch(self, value: int | None) -> None:
+        self._max_epoch = _check_limit('max_epoch', value)
+
+    @property
+    def max_step(self) -> int | None:
+        """The maximum step counter; settable, ``None`` for no limit."""
+        return self._max_step
+
+    @max_step.setter
+    def max_step(self, value: int | None) -> None:
+        self._max_step = _check_limit('max_step', value)
+
+    @property
+    def events(self) -> EventSource:
+        """The event source; it accepts the loop's :class:`EventKeys` only."""
+        return self._events
+
+    @property
+    def epoch(self) -> int:
+        """The epoch counter: 0 before the first epoch, then 1, 2, ..."""
+        return self._epoch
+
+    @property
+    def step(self) -> int:
+        """The global step counter: 0 before the first step, then 1, 2, ..."""
+        return self._step
+
+    @property
+    def step_data(self) -> Any:
+        """The batch of the current step, or ``None``."""
+        return self._step_data
+
+    @property
+    def steps_per_epoch(self) -> float | None:
+        """The mean number of steps of the finished epochs, or ``None``."""
+        return self._steps_per_epoch
+
+    @property
+    def valid_metric_name(self) -> str | None:
+        """The name of the validation metric, or ``None`` if not tracked."""
+        return self._valid_metric_name
+
+    @property
+    def valid_metric_smaller_is_better(self) -> bool | None:
+        """Whether a smaller validation metric is better."""
+        return self._valid_metric_smaller_is_better
+
+    @property
+    def best_valid_metric(self) -> float | None:
+        """The best validation metric so far, or ``None``."""
+        return self._best_valid_metric
+
+    @property
+    def within_epoch(self) -> bool:
+        """Whether an epoch loop is open."""
+        return self._within_epoch
+
+    @property
+    def within_step(self) -> bool:
+        """Whether a step loop is open (also between two steps)."""
+        return self._within_step
+
+    # ------------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        """The loop's persistent state as plain data (for checkpoints)."""
+        return {'epoch': self._epoch, 'step': self._step,
+                'best_valid_metric': self._best_valid_metric,
+                'steps_per_epoch': self._steps_per_epoch}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Put back a state from :meth:`state_dict`, before any epoch is opened.
+
+        Raises:
+            KeyError: A required key is missing from `state`.
+            RuntimeError: An epoch loop is open.
+        """
+        missing = [k for k in ('epoch', 'step', 'best_valid_metric') if k not in state]
+        if missing:
+            raise KeyError(f'`state` lacks the required keys {missing}: got {sorted(state)}')
+        if self._within_epoch:
+            raise RuntimeError('`load_state_dict()` cannot be called while an epoch loop is open')
+        self._epoch = int(state['epoch'])
+        self._step = int(state['step'])
+        best = state['best_valid_metric']
+        self._best_valid_metric = None if best is None else float(best)
+        spe = state.get('steps_per_epoch')
+        self._steps_per_epoch = None if spe is None else float(spe)
+
+    # -------------------------------------------------------------- components
+    def add_component(self, component: LoopComponent) -> None:
+        """Plug `component` into this loop; must be done before entering it.
+
+        Raises:
+            TypeError: `component` is not a :class:`LoopComponent`.
+            RuntimeError: The loop has already been entered.
+        """
+        if not isinstance(component, LoopComponent):
+            raise TypeError(f'`component` must be a LoopComponent, got {component!r}')
+        if self._has_entered:
+            raise RuntimeError('Components must be added before the loop is entered')
+        self._components.append(component)
+
+    # ----------------------------------------------------------- enter / exit
+    def _enter(self) -> TrainLoop:
+        entered = []
+        try:
+            for c in self._components:
+                c.on_enter(self)
+                entered.append(c)
+            self._eta = ETA(clock=self._clock)
+            progress = self.get_progress()
+            if progress is not None:
+                self._eta.take_snapshot(progress)
+            self._events.fire(EventKeys.ENTER_LOOP, self)
+        except BaseException as e:
+            for c in reversed(entered):
+                c.on_exit(self, e)
+            raise
+        return self
+
+    def _exit(self, exc_type, exc_val, exc_tb) -> None:
+        try:
+            self._events.reverse_fire(EventKeys.EXIT_LOOP, self)
+        finally:
+            error = exc_val
+            try:
+                for c in reversed(self._components):
+                    c.on_exit(self, error)
+            finally:
+                self._eta = None
+                self._epoch_logger.clear()
+                self._step_logger.clear()
+
+    # ------------------------------------------------------------ iterations
+    def iter_epochs(self) -> Iterator[int]:
+        """Iterate through the epochs, yielding the epoch counter (from 1).
+
+        The iteration ends when `max_epoch` epochs or `max_step` steps are
+        done (it never ends when neither is set).  Leaving it, also through
+        ``break``, clears the metric loggers.
+
+        Raises:
+            RuntimeError: The loop is not entered, or an epoch loop is open.
+        """
+        self._require_entered()
+        if self._within_epoch:
+            raise RuntimeError(
+                'Another epoch loop has been opened: `iter_epochs()` cannot be nested')
+        self._within_epoch = True
+        return self._epochs_generator()
+
+    def _epochs_generator(self) -> Iterator[int]:
+        events = self._events
+        clock = self._clock
+        try:
+            while ((self._max_epoch is None or self._epoch < self._max_epoch) and
+                   (self._max_step is None or self._step < self._max_step)):
+                self._epoch += 1
+                self._epoch_start = clock()
+                events.fire(EventKeys.BEFORE_EPOCH, self)
+                yield self._epoch
+                events.reverse_fire(EventKeys.AFTER_EPOCH, self)
+                self._stop_epoch_timer()
+                self._steps_per_epoch = self._step / self._epoch
+        finally:
+            self._within_epoch = False
+            self._epoch_start = None
+            self._is_best_valid_metric = False
+            self._epoch_logger.clear()
+            self._step_logger.clear()
+
+    def iter_steps(self, data_generator: Iterable[Any] | None = None) -> Iterator[Any]:
+        """Iterate through the steps of the current epoch.
+
+        Args:
+            data_generator: Any iterable (a list, a generator, a DataFlow, a
+                ``tf.data.Dataset`` in eager mode): ``iter()`` of it is taken
+                anew for each epoch and one item is consumed per step.  If a
+                step loop is left early, the next epoch starts a new
+                iteration (an iterator that ``iter()`` made is closed, if it
+                can be).  Required when `max_step` is not set.
+
+        Yields:
+            The step counter (from 1), or ``(step, batch)`` when data is given.
+
+        Raises:
+            RuntimeError: No epoch loop is open, a step loop is already open,
+                or neither `data_generator` nor `max_step` is given.
+            TypeError: `data_generator` is not iterable.
+        """
+        if not self._within_epoch:
+            raise RuntimeError(
+                'Step loop must be opened within active epoch loop: call '
+                '`iter_steps()` inside `for epoch in loop.iter_epochs():`')
+        if self._within_step:
+            raise RuntimeError(
+                'Another step loop has been opened: `iter_steps()` cannot be nested')
+        data = data_generator
+        if data is None and self._max_step is None:
+            raise RuntimeError(
+                '`data_generator` is required when `max_step` is not configured, so as to '
+                'prevent an unstoppable step loop')
+        iterator = None
+        if data is not None:
+            try:
+                iterator = iter(data)
+            except TypeError as e:
+                raise TypeError(
+                    f'`data_generator` must be iterable, got {data!r}') from e
+        self._within_step = True
+        if iterator is None:
+            return self._steps_generator()
+        return self._data_steps_generator(iterator, owns_iterator=iterator is not data)
+
+    def _steps_generator(self) -> Iterator[int]:
+        before = self._events._handler_list(EventKeys.BEFORE_STEP)
+        after = self._events._handler_list(EventKeys.AFTER_STEP)
+        clock = self._clock
+        try:
+            while self._max_step is None or self._step < self._max_step:
+                self._step += 1
+                self._step_start = clock()
+                if before:
+                    for h in tuple(before):
+                        h(self)
+                yield self._step
+                if after:
+                    for h in tuple(reversed(after)):
+                        h(self)
+                if self._step_start is not None:
+                    self._stop_step_timer()
+        finally:
+            self._within_step = False
+            self._step_start = None
+
+    def _data_steps_generator(self, iterator: Iterator[Any], owns_iterator: bool) -> Iterator[Any]:
+        before = self._events._handler_list(EventKeys.BEFORE_STEP)
+        after = self._events._handler_list(EventKeys.AFTER_STEP)
+        clock = self._clock
+        try:
+            if self._max_step is not None and self._step >= self._max_step:
+                return
+            # the limit is checked after each step, before the next batch is fetched
+            for batch in iterator:
+                self._step += 1
+                self._step_data = batch
+                self._step_start = clock()
+                if before:
+                    for h in tuple(before):
+                        h(self)
+                yield self._step, batch
+                if after:
+                    for h in tuple(reversed(after)):
+                        h(self)
+                if self._step_start is not None:
+                    self._stop_step_timer()
+                if self._max_step is not None and self._step >= self._max_step:
+                    break
+        finally:
+            self._within_step = False
+            self._step_start = None
+            self._step_data = None
+            if owns_iterator:
+                close = getattr(iterator, 'close', None)
+                if close is not None:
+                    close()
+
+    # ------------------------------------------------------------ timers
+    def _record_time(self, name: str, seconds: float) -> None:
+        if self._within_step:
+            self._step_logger._add(name, seconds)
+        self._epoch_logger._add(name, seconds)
+        if self._events._handler_list(EventKeys.TIME_METRICS_COLLECTED):
+            self._events.fire(EventKeys.TIME_METRICS_COLLECTED, self, {name: seconds})
+
+    def _stop_step_timer(self) -> None:
+        start = self._step_start
+        if start is not None:
+            self._step_start = None
+            self._record_time('step_time', self._clock() - start)
+
+    def _stop_epoch_timer(self) -> None:
+        start = self._epoch_start
+        if start is not None:
+            self._epoch_start = None
+            self._record_time('epoch_time', self._clock() - start)
+
+    # ------------------------------------------------------------ metrics
+    def collect_metrics(self, metrics: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        """Add metric values, as a dict and/or as keyword arguments.
+
+        Values go to the epoch's statistics, and inside a step loop also to
+        the step's.  Accepted values: Python numbers, numpy scalars and
+        arrays (each element is one sample) and eager tensors, which are
+        kept as tensors and copied to the host only when the logs are
+        printed.  ``METRICS_COLLECTED`` fires afterwards, then the best
+        validation metric is updated if `valid_metric_name` is among them.
+
+        Raises:
+            TypeError: `metrics` is not a dict, or a value is not numeric.
+            RuntimeError: No epoch or step loop is open.
+        """
+        if metrics is None:
+            metrics = kwargs
+        elif kwargs or type(metrics) is not dict:
+            if not isinstance(metrics, Mapping):
+                raise TypeError(f'`metrics` should be a dict, got {metrics!r}')
+            metrics = {**metrics, **kwargs}
+        if not self._within_epoch:
+            raise RuntimeError(f'{_NOT_IN_LOOP}: `collect_metrics()` needs a loop')
+        checked = None
+        for name, value in metrics.items():
+            t = type(value)
+            if (t is not float and t is not int) or type(name) is not str:
+                checked = self._check_metrics(metrics)
+                break
+        if checked is None:
+            checked = metrics
+        step_add = self._step_logger._add if self._within_step else None
+        epoch_add = self._epoch_logger._add
+        for name, value in checked.items():
+            epoch_add(name, value)
+            if step_add is not None:
+                step_add(name, value)
+        if self._events._handler_list(EventKeys.METRICS_COLLECTED):
+            self._events.fire(EventKeys.METRICS_COLLECTED, self, metrics)
+        valid_name = self._valid_metric_name
+        if valid_name is not None and valid_name in checked:
+            self._update_best_valid_metric(checked[valid_name])
+
+    @staticmethod
+    def _check_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+        out = {}
+        for name, value in metrics.items():
+            if not isinstance(name, str):
+                raise TypeError(f'Metric names must be str, got {name!r}')
+            out[name] = check_metric_value(name, value)
+        return out
+
+    def _update_best_valid_metric(self, value: Any) -> None:
+        if isinstance(value, tf.Tensor):
+            value = value.numpy()
+        value = float(np.mean(value))
+        best = self._best_valid_metric
+        if best is None or (value < best if self._valid_metric_smaller_is_better else value > best):
+            self._best_valid_metric = value
+            self._is_best_valid_metric = True
+        else:
+            self._is_best_valid_metric = False
+
+    @contextlib.contextmanager
+    def timeit(self, metric_name: str) -> Iterator[None]:
+        """Time the ``with`` block and record the seconds as metric `metric_name`.
+
+        Fires ``TIME_METRICS_COLLECTED``.  If the block raises, nothing is
+        recorded (a partial time would be misleading).
+
+        Raises:
+            RuntimeError: No epoch or step loop is open.
+        """
+        if not isinstance(metric_name, str):
+            raise TypeError(f'`metric_name` must be a str, got {metric_name!r}')
+        if not self._within_epoch:
+            raise RuntimeError(f'{_NOT_IN_LOOP}: `timeit()` needs a loop')
+        start = self._clock()
+        yield
+        self._record_time(metric_name, self._clock() - start)
+
+    @contextlib.contextmanager
+    def metric_collector(self, metric_name: str) -> Iterator[StatisticsCollector]:
+        """Yield a :class:`StatisticsCollector`; its weighted mean becomes metric `metric_name`.
+
+        On leaving the block the mean (if anything was collected) goes
+        through :meth:`collect_metrics`.  If the block raises, nothing is
+        recorded.
+
+        Raises:
+            RuntimeError: No epoch or step loop is open.
+        """
+        if not isinstance(metric_name, str):
+            raise TypeError(f'`metric_name` must be a str, got {metric_name!r}')
+        if not self._within_epoch:
+            raise RuntimeError(f'{_NOT_IN_LOOP}: `metric_collector()` needs a loop')
+        collector = StatisticsCollector()
+        yield collector
+        if collector.has_value:
+            self.collect_metrics({metric_name: float(collector.mean)})
+
+    # ------------------------------------------------------------ printing
+    def println(self, message: str, with_tag: bool = False) -> None:
+        """Print `message` through `print_func`, tagged with the counters if asked.
+
+        The tag reads ``[Epoch e/max_epoch, Step s/max_step, ETA ...]``: the
+        epoch part is left out when ``max_epoch == 1``, each ``/max`` when
+        there is no limit, and the ETA when it is unknown or `show_eta` is
+        off.
+
+        Raises:
+            RuntimeError: `with_tag` is set but no epoch or step loop is open.
+        """
+        if with_tag:
+            if not self._within_epoch:
+                raise RuntimeError(f'{_NOT_IN_LOOP}: a tagged line needs a loop')
+            tags = []
+            if self._max_epoch != 1:
+                tags.append(f'Epoch {self._epoch}' if self._max_epoch is None
+                            else f'Epoch {self._epoch}/{self._max_epoch}')
+            tags.append(f'Step {self._step}' if self._max_step is None
+                        else f'Step {self._step}/{self._max_step}')
+            if self._show_eta:
+                eta = self.get_eta()
+                if eta is not None:
+                    tags.append(f'ETA {humanize_duration(eta)}')
+            message = f'[{", ".join(tags)}] {message}'
+        self._print_func(message)
+
+    def print_logs(self) -> None:
+        """Print the metrics collected since the last print, then clear them.
+
+        Inside a step loop this prints the step statistics, otherwise (inside
+        an epoch) the epoch statistics; the matching timer stops first, so
+        ``step_time``/``epoch_time`` cover the time up to this call.  The line
+        ends with `` (*)`` when the latest validation metric was a new best.
+        Then ``METRIC_STATS_PRINTED`` and ``TIME_METRIC_STATS_PRINTED`` fire
+        with ``{name: StatisticsCollector}`` (each only when non-empty).
+
+        Raises:
+            RuntimeError: No epoch or step loop is open.
+        """
+        if self._within_step:
+            self._stop_step_timer()
+            logger = self._step_logger
+        elif self._within_epoch:
+            self._stop_epoch_timer()
+            logger = self._epoch_logger
+        else:
+            raise RuntimeError(f'{_NOT_IN_LOOP}: `print_logs()` needs a loop')
+        line = logger.format_logs()
+        if self._is_best_valid_metric:
+            line += ' (*)'
+            self._is_best_valid_metric = False
+        self.println(line, with_tag=True)
+        stats = logger.metrics
+        metric_stats = {k: v for k, v in stats.items() if not TIME_METRIC_PATTERN.match(k)}
+        time_stats = {k: v for k, v in stats.items() if TIME_METRIC_PATTERN.match(k)}
+        try:
+            if metric_stats:
+                self._events.fire(EventKeys.METRIC_STATS_PRINTED, self, metric_stats)
+            if time_stats:
+                self._events.fire(EventKeys.TIME_METRIC_STATS_PRINTED, self, time_stats)
+        finally:
+            logger.clear()
+
+    def print_training_summary(self) -> None:
+        """Print the table of `param_vars` (grouped by `var_groups`), then an empty line.
+
+        Raises:
+            RuntimeError: The loop is not entered.
+        """
+        self._require_entered()
+        table = summarize_variables(self._param_vars, title='Trainable Parameters',
+                                    other_variables_title='Other Parameters',
+                                    groups=self._var_groups)
+        if table:
+            self._print_func(table)
+            self._print_func('')
+
+    # ------------------------------------------------------------ progress
+    def get_progress(self) -> float | None:
+        """The fraction of training done, in ``[0, 1]``, or ``None`` if unknown.
+
+        The budget is `max_step`, else ``max_epoch * steps_per_epoch`` once an
+        epoch has finished, else `max_epoch` counted in epochs.  A step (or
+        epoch) counts as done once its timer stops: at its end, or at a
+        :meth:`print_logs` inside it.
+        """
+        budget = self._max_step
+        if budget is None and self._max_epoch is not None and self._steps_per_epoch:
+            budget = self._max_epoch * self._steps_per_epoch
+        if budget is not None:
+            done = self._step - 1 if self._step_start is not None else self._step
+            return min(max(done / budget, 0.), 1.)
+        if self._max_epoch is not None:
+            done = self._epoch - 1 if self._epoch_start is not None else self._epoch
+            return min(max(done / self._max_epoch, 0.), 1.)
+        return None
+
+    def get_eta(self) -> float | None:
+        """The estimated seconds left, or ``None`` if unknown."""
+        if self._eta is None:
+            return None
+        progress = self.get_progress()
+        if progress is None:
+            return None
+        return self._eta.get_eta(progress)
