@@ -84,16 +84,12 @@ def _not_numeric(name: str, value: Any) -> TypeError:
 
 def _reduce_into(collector: StatisticsCollector, values: list[Any]) -> None:
     """Add the pending `values` (numbers, arrays, eager tensors) to `collector`."""
-    plain = [v for v in values if type(v) is float or type(v) is int]
-    if len(plain) == len(values):
-        collector.collect(np.asarray(plain, dtype=np.float64))
-        return
-    parts = [np.asarray(plain, dtype=np.float64)]
-    for v in values:
-        if type(v) is not float and type(v) is not int:
-            arr = v.numpy() if isinstance(v, tf.Tensor) else v
-            parts.append(np.asarray(arr, dtype=np.float64).reshape(-1))
-    collector.collect(np.concatenate(parts))
+    try:
+        # one conversion for numbers, same-shaped arrays and eager tensors alike
+        arr = np.asarray(values, dtype=np.float64)
+    except (ValueError, TypeError):
+        arr = np.concatenate([np.asarray(v, dtype=np.float64).reshape(-1) for v in values])
+    collector.collect(arr.reshape(-1))
 
 
 class MetricFormatter:
@@ -184,6 +180,12 @@ class MetricLogger:
             self._pending[name] = [value]
         else:
             pending.append(value)
+            if len(pending) >= _PENDING_LIMIT:
+                self._flush_one(name, pending)
+
+    def compact(self) -> None:
+        """Reduce long lists of raw values into the statistics, bounding memory."""
+        for name, pending in self._pending.items():
             if len(pending) >= _PENDING_LIMIT:
                 self._flush_one(name, pending)
 

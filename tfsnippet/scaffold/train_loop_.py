@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -31,6 +32,9 @@ _LOOP_EVENT_KEYS = (
     EventKeys.METRIC_STATS_PRINTED, EventKeys.TIME_METRIC_STATS_PRINTED,
     EventKeys.SUMMARY_ADDED,
 )
+
+# the metric loggers reduce their raw values every 1024 steps, bounding memory
+_COMPACT_MASK = 1023
 
 _NOT_IN_LOOP = 'An epoch or a step loop is expected, but neither has been opened'
 
@@ -185,6 +189,12 @@ class TrainLoop(DisposableContext):
         self._valid_metric_smaller_is_better = valid_metric_smaller_is_better
         self._clock = clock
         self._events = EventSource(_LOOP_EVENT_KEYS)
+        # live handler lists of the events fired on every step, checked inline
+        self._before_step_handlers = self._events._handler_list(EventKeys.BEFORE_STEP)
+        self._after_step_handlers = self._events._handler_list(EventKeys.AFTER_STEP)
+        self._metrics_handlers = self._events._handler_list(EventKeys.METRICS_COLLECTED)
+        self._time_metrics_handlers = self._events._handler_list(
+            EventKeys.TIME_METRICS_COLLECTED)
         self._components: list[LoopComponent] = []
 
         # persistent state (see `state_dict`)
@@ -203,6 +213,9 @@ class TrainLoop(DisposableContext):
         self._eta: ETA | None = None
         self._epoch_logger = MetricLogger(metric_formatter)
         self._step_logger = MetricLogger(metric_formatter)
+        # the loggers' raw value lists, appended to directly on the hot path
+        self._epoch_pending = self._epoch_logger._pending
+        self._step_pending = self._step_logger._pending
 
     def __repr__(self) -> str:
         return f'TrainLoop(epoch={self._epoch}, step={self._step})'
@@ -369,13 +382,29 @@ class TrainLoop(DisposableContext):
             RuntimeError: The loop is not entered, or an epoch loop is open.
         """
         self._require_entered()
+        self._check_no_epoch_loop()
+        return self._epochs_generator()
+
+    def _check_no_epoch_loop(self) -> None:
         if self._within_epoch:
             raise RuntimeError(
                 'Another epoch loop has been opened: `iter_epochs()` cannot be nested')
-        self._within_epoch = True
-        return self._epochs_generator()
+
+    def _check_can_open_step_loop(self) -> None:
+        if not self._within_epoch:
+            raise RuntimeError(
+                'Step loop must be opened within active epoch loop: call '
+                '`iter_steps()` inside `for epoch in loop.iter_epochs():`')
+        if self._within_step:
+            raise RuntimeError(
+                'Another step loop has been opened: `iter_steps()` cannot be nested')
 
     def _epochs_generator(self) -> Iterator[int]:
+        # The checks run again here: two generators may have been created
+        # before either started, and only a started one opens the loop.
+        self._require_entered()
+        self._check_no_epoch_loop()
+        self._within_epoch = True
         events = self._events
         clock = self._clock
         try:
@@ -414,13 +443,7 @@ class TrainLoop(DisposableContext):
                 or neither `data_generator` nor `max_step` is given.
             TypeError: `data_generator` is not iterable.
         """
-        if not self._within_epoch:
-            raise RuntimeError(
-                'Step loop must be opened within active epoch loop: call '
-                '`iter_steps()` inside `for epoch in loop.iter_epochs():`')
-        if self._within_step:
-            raise RuntimeError(
-                'Another step loop has been opened: `iter_steps()` cannot be nested')
+        self._check_can_open_step_loop()
         data = data_generator
         if data is None and self._max_step is None:
             raise RuntimeError(
@@ -433,54 +456,56 @@ class TrainLoop(DisposableContext):
             except TypeError as e:
                 raise TypeError(
                     f'`data_generator` must be iterable, got {data!r}') from e
+        return self._steps_generator(iterator, owns_iterator=iterator is not data)
+
+    def _steps_generator(self, iterator: Iterator[Any] | None,
+                         owns_iterator: bool) -> Iterator[Any]:
+        # The per-step path of every training loop: keep it to plain
+        # attribute and list operations (see benchmarks/bench_train_loop.py).
+        self._check_can_open_step_loop()
         self._within_step = True
-        if iterator is None:
-            return self._steps_generator()
-        return self._data_steps_generator(iterator, owns_iterator=iterator is not data)
-
-    def _steps_generator(self) -> Iterator[int]:
-        before = self._events._handler_list(EventKeys.BEFORE_STEP)
-        after = self._events._handler_list(EventKeys.AFTER_STEP)
+        before = self._before_step_handlers
+        after = self._after_step_handlers
+        time_handlers = self._time_metrics_handlers
         clock = self._clock
-        try:
-            while self._max_step is None or self._step < self._max_step:
-                self._step += 1
-                self._step_start = clock()
-                if before:
-                    for h in tuple(before):
-                        h(self)
-                yield self._step
-                if after:
-                    for h in tuple(reversed(after)):
-                        h(self)
-                if self._step_start is not None:
-                    self._stop_step_timer()
-        finally:
-            self._within_step = False
-            self._step_start = None
-
-    def _data_steps_generator(self, iterator: Iterator[Any], owns_iterator: bool) -> Iterator[Any]:
-        before = self._events._handler_list(EventKeys.BEFORE_STEP)
-        after = self._events._handler_list(EventKeys.AFTER_STEP)
-        clock = self._clock
+        step_pending = self._step_pending
+        epoch_pending = self._epoch_pending
+        batches = iterator if iterator is not None else itertools.repeat(None)
         try:
             if self._max_step is not None and self._step >= self._max_step:
                 return
             # the limit is checked after each step, before the next batch is fetched
-            for batch in iterator:
-                self._step += 1
+            for batch in batches:
+                self._step = step = self._step + 1
                 self._step_data = batch
-                self._step_start = clock()
+                self._step_start = start = clock()
                 if before:
                     for h in tuple(before):
                         h(self)
-                yield self._step, batch
+                yield (step, batch) if iterator is not None else step
                 if after:
                     for h in tuple(reversed(after)):
                         h(self)
-                if self._step_start is not None:
-                    self._stop_step_timer()
-                if self._max_step is not None and self._step >= self._max_step:
+                if self._step_start is not None:  # else print_logs() recorded it
+                    self._step_start = None
+                    seconds = clock() - start
+                    values = step_pending.get('step_time')
+                    if values is None:
+                        step_pending['step_time'] = [seconds]
+                    else:
+                        values.append(seconds)
+                    values = epoch_pending.get('step_time')
+                    if values is None:
+                        epoch_pending['step_time'] = [seconds]
+                    else:
+                        values.append(seconds)
+                    if time_handlers:
+                        self._events.fire(EventKeys.TIME_METRICS_COLLECTED, self,
+                                          {'step_time': seconds})
+                if not step & _COMPACT_MASK:
+                    self._step_logger.compact()
+                    self._epoch_logger.compact()
+                if self._max_step is not None and step >= self._max_step:
                     break
         finally:
             self._within_step = False
@@ -496,7 +521,7 @@ class TrainLoop(DisposableContext):
         if self._within_step:
             self._step_logger._add(name, seconds)
         self._epoch_logger._add(name, seconds)
-        if self._events._handler_list(EventKeys.TIME_METRICS_COLLECTED):
+        if self._time_metrics_handlers:
             self._events.fire(EventKeys.TIME_METRICS_COLLECTED, self, {name: seconds})
 
     def _stop_step_timer(self) -> None:
@@ -534,21 +559,35 @@ class TrainLoop(DisposableContext):
             metrics = {**metrics, **kwargs}
         if not self._within_epoch:
             raise RuntimeError(f'{_NOT_IN_LOOP}: `collect_metrics()` needs a loop')
-        checked = None
         for name, value in metrics.items():
             t = type(value)
             if (t is not float and t is not int) or type(name) is not str:
                 checked = self._check_metrics(metrics)
                 break
-        if checked is None:
+        else:
             checked = metrics
-        step_add = self._step_logger._add if self._within_step else None
-        epoch_add = self._epoch_logger._add
-        for name, value in checked.items():
-            epoch_add(name, value)
-            if step_add is not None:
-                step_add(name, value)
-        if self._events._handler_list(EventKeys.METRICS_COLLECTED):
+        epoch_pending = self._epoch_pending
+        if self._within_step:
+            step_pending = self._step_pending
+            for name, value in checked.items():
+                values = epoch_pending.get(name)
+                if values is None:
+                    epoch_pending[name] = [value]
+                else:
+                    values.append(value)
+                values = step_pending.get(name)
+                if values is None:
+                    step_pending[name] = [value]
+                else:
+                    values.append(value)
+        else:
+            for name, value in checked.items():
+                values = epoch_pending.get(name)
+                if values is None:
+                    epoch_pending[name] = [value]
+                else:
+                    values.append(value)
+        if self._metrics_handlers:
             self._events.fire(EventKeys.METRICS_COLLECTED, self, metrics)
         valid_name = self._valid_metric_name
         if valid_name is not None and valid_name in checked:
@@ -695,21 +734,26 @@ class TrainLoop(DisposableContext):
     def get_progress(self) -> float | None:
         """The fraction of training done, in ``[0, 1]``, or ``None`` if unknown.
 
-        The budget is `max_step`, else ``max_epoch * steps_per_epoch`` once an
-        epoch has finished, else `max_epoch` counted in epochs.  A step (or
-        epoch) counts as done once its timer stops: at its end, or at a
-        :meth:`print_logs` inside it.
+        Progress is counted against `max_step`, and against `max_epoch`
+        (in steps, ``max_epoch * steps_per_epoch``, once an epoch has
+        finished; in epochs before); with both limits, the one that ends the
+        loop first counts.  A step (or epoch) counts as done once its timer
+        stops: at its end, or at a :meth:`print_logs` inside it.
         """
-        budget = self._max_step
-        if budget is None and self._max_epoch is not None and self._steps_per_epoch:
-            budget = self._max_epoch * self._steps_per_epoch
-        if budget is not None:
-            done = self._step - 1 if self._step_start is not None else self._step
-            return min(max(done / budget, 0.), 1.)
+        progress = None
+        steps_done = self._step - 1 if self._step_start is not None else self._step
+        if self._max_step is not None:
+            progress = steps_done / self._max_step
         if self._max_epoch is not None:
-            done = self._epoch - 1 if self._epoch_start is not None else self._epoch
-            return min(max(done / self._max_epoch, 0.), 1.)
-        return None
+            if self._steps_per_epoch:
+                by_epoch = steps_done / (self._max_epoch * self._steps_per_epoch)
+            else:
+                epochs_done = self._epoch - 1 if self._epoch_start is not None else self._epoch
+                by_epoch = epochs_done / self._max_epoch
+            progress = by_epoch if progress is None else max(progress, by_epoch)
+        if progress is None:
+            return None
+        return min(max(progress, 0.), 1.)
 
     def get_eta(self) -> float | None:
         """The estimated seconds left, or ``None`` if unknown."""
