@@ -346,7 +346,7 @@ class TrainLoop(DisposableContext):
             for c in self._components:
                 c.on_enter(self)
                 entered.append(c)
-            self._eta = ETA(clock=self._clock)
+            self._eta = ETA(take_initial_snapshot=False, clock=self._clock)
             progress = self.get_progress()
             if progress is not None:
                 self._eta.take_snapshot(progress)

@@ -46,7 +46,9 @@ class EventHandle:
         """Unregister the handler; a second call does nothing."""
         if not self._removed:
             self._removed = True
-            self._source.off(self._key, self._handler)
+            # the handlers may have been cleared meanwhile: then there is nothing to do
+            if self._handler in self._source._handlers.get(self._key, ()):
+                self._source.off(self._key, self._handler)
 
     def __enter__(self) -> EventHandle:
         return self

@@ -57,11 +57,12 @@ class ETA:
     ``(now - t0) / (p - p0) * (1 - p)``.
 
     Args:
+        take_initial_snapshot: Record progress 0 at construction time.
         clock: The time source, ``time.perf_counter`` by default.  Pass a
             fake clock in tests.
 
     Example:
-        >>> eta = ETA()
+        >>> eta = ETA(take_initial_snapshot=False)
         >>> eta.take_snapshot(0., now=0.)
         >>> eta.get_eta(.25, now=1.)
         3.0
@@ -69,10 +70,13 @@ class ETA:
 
     __slots__ = ('_clock', '_times', '_progresses')
 
-    def __init__(self, clock: Callable[[], float] = time.perf_counter):
+    def __init__(self, take_initial_snapshot: bool = True,
+                 clock: Callable[[], float] = time.perf_counter):
         self._clock = clock
         self._times: list[float] = []
         self._progresses: list[float] = []
+        if take_initial_snapshot:
+            self.take_snapshot(0.)
 
     def take_snapshot(self, progress: float, now: float | None = None) -> None:
         """Record `progress` at time `now` (default: the clock).

@@ -86,7 +86,8 @@ def normalize_variables(variables: Any, arg_name: str) -> list[Any] | dict[str, 
     if isinstance(variables, Mapping):
         out = dict(variables)
         items = out.items()
-    elif isinstance(variables, (str, bytes)) or not hasattr(variables, '__iter__'):
+    elif (isinstance(variables, (str, bytes)) or is_variable(variables)
+          or not hasattr(variables, '__iter__')):
         raise TypeError(
             f'`{arg_name}` must be a list or dict of variables, got {variables!r}')
     else:

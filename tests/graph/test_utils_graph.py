@@ -1,0 +1,313 @@
+"""Graph-mode tests of the session and variable helpers (API.md section 13.6).
+
+This file runs in a child pytest process with eager execution disabled
+(see ``tests/conftest.py``); each test gets a fresh default `graph`, and
+the `session` fixture makes a session the default one.
+"""
+
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfsnippet import MetricLogger, summarize_variables
+from tfsnippet.utils import (create_session, ensure_variables_initialized,
+                             get_default_session_or_error, get_uninitialized_variables,
+                             get_variables_as_dict, is_variable, variable_name, variable_shape)
+
+v1 = tf.compat.v1
+
+
+def get_var(name, value=0., shape=(), **kwargs):
+    return v1.get_variable(name, shape=shape, initializer=v1.constant_initializer(value),
+                           **kwargs)
+
+
+def is_initialized(session, var):
+    return bool(session.run(v1.is_variable_initialized(var)))
+
+
+# -------------------------------------------------------------- create_session
+def session_config(sess):
+    # `tf.compat.v1.Session` has no public accessor for the ConfigProto it
+    # was built with; `_config` is where BaseSession keeps it.
+    return sess._config
+
+
+def test_create_session_returns_a_working_session_on_the_default_graph(graph):
+    sess = create_session()
+    try:
+        assert isinstance(sess, v1.Session)
+        assert sess.graph is graph
+        assert sess.run(tf.constant(2) * 3) == 6
+    finally:
+        sess.close()
+
+
+def test_create_session_lock_memory_true_keeps_tf_defaults():
+    sess = create_session(lock_memory=True)
+    try:
+        config = session_config(sess)
+        assert not config.gpu_options.allow_growth
+        assert config.gpu_options.per_process_gpu_memory_fraction == 0.
+        assert config.allow_soft_placement
+        assert not config.log_device_placement
+    finally:
+        sess.close()
+
+
+def test_create_session_lock_memory_false_allows_growth():
+    sess = create_session(lock_memory=False)
+    try:
+        config = session_config(sess)
+        assert config.gpu_options.allow_growth
+        assert config.gpu_options.per_process_gpu_memory_fraction == 0.
+    finally:
+        sess.close()
+
+
+def test_create_session_lock_memory_float_sets_memory_fraction():
+    sess = create_session(lock_memory=.5)
+    try:
+        config = session_config(sess)
+        assert config.gpu_options.per_process_gpu_memory_fraction == pytest.approx(.5)
+        assert not config.gpu_options.allow_growth
+    finally:
+        sess.close()
+
+
+def test_create_session_passes_options_to_config_proto():
+    sess = create_session(log_device_placement=True, allow_soft_placement=False,
+                          inter_op_parallelism_threads=2)
+    try:
+        config = session_config(sess)
+        assert config.log_device_placement
+        assert not config.allow_soft_placement
+        assert config.inter_op_parallelism_threads == 2
+    finally:
+        sess.close()
+
+
+def test_create_session_lock_memory_int_raises():
+    with pytest.raises(TypeError, match='^' + re.escape(
+            '`lock_memory` must be True, False or float, got 1') + '$'):
+        create_session(lock_memory=1)
+
+
+def test_create_session_lock_memory_none_raises():
+    with pytest.raises(TypeError, match='^' + re.escape(
+            '`lock_memory` must be True, False or float, got None') + '$'):
+        create_session(lock_memory=None)
+
+
+# ------------------------------------------------ get_default_session_or_error
+def test_get_default_session_or_error_returns_default_session(session):
+    assert get_default_session_or_error() is session
+
+
+def test_get_default_session_or_error_without_session_raises():
+    with pytest.raises(RuntimeError, match='^' + re.escape(
+            'No session is active: enter `with session.as_default():` first') + '$'):
+        get_default_session_or_error()
+
+
+# ------------------------------------------------- variables: names and shapes
+def test_graph_variables_are_variables_with_names_and_shapes():
+    with v1.variable_scope('net'):
+        w = get_var('w', shape=[3, 4])
+    assert is_variable(w)
+    assert not is_variable(tf.constant(1.))
+    assert variable_name(w) == 'net/w'
+    assert variable_shape(w) == (3, 4)
+
+
+# ------------------------------------------------- get_uninitialized_variables
+def test_get_uninitialized_variables_of_all_global_variables(session):
+    a = get_var('a', 1.)
+    b = get_var('b', 2.)
+    c = get_var('c', 3.)
+    session.run(b.initializer)
+    assert get_uninitialized_variables() == [a, c]
+
+
+def test_get_uninitialized_variables_keeps_the_given_order(session):
+    a = get_var('a', 1.)
+    b = get_var('b', 2.)
+    c = get_var('c', 3.)
+    session.run(a.initializer)
+    assert get_uninitialized_variables([c, a, b]) == [c, b]
+
+
+def test_get_uninitialized_variables_of_a_dict(session):
+    a = get_var('a', 1.)
+    b = get_var('b', 2.)
+    session.run(b.initializer)
+    assert get_uninitialized_variables({'x': b, 'y': a}) == [a]
+
+
+def test_get_uninitialized_variables_when_all_are_initialized(session):
+    a = get_var('a', 1.)
+    session.run(a.initializer)
+    assert get_uninitialized_variables() == []
+    assert get_uninitialized_variables([]) == []
+
+
+def test_get_uninitialized_variables_without_session_raises():
+    get_var('a', 1.)
+    with pytest.raises(RuntimeError, match=re.escape('No session is active')):
+        get_uninitialized_variables()
+
+
+# ------------------------------------------------ ensure_variables_initialized
+def test_ensure_variables_initialized_initializes_only_uninitialized_ones(session):
+    a = get_var('a', 1.)
+    b = get_var('b', 2.)
+    session.run(a.initializer)
+    session.run(a.assign(10.))
+
+    ensure_variables_initialized()
+    assert session.run([a, b]) == [10., 2.]  # `a` kept its assigned value
+
+    session.run(b.assign(20.))
+    ensure_variables_initialized()  # nothing left to do
+    assert session.run([a, b]) == [10., 20.]
+
+
+def test_ensure_variables_initialized_of_a_list_touches_only_those(session):
+    a = get_var('a', 1.)
+    b = get_var('b', 2.)
+    ensure_variables_initialized([b])
+    assert not is_initialized(session, a)
+    assert session.run(b) == 2.
+
+
+def test_ensure_variables_initialized_of_a_dict(session):
+    a = get_var('a', 1.)
+    b = get_var('b', 2.)
+    session.run(a.initializer)
+    session.run(a.assign(5.))
+    ensure_variables_initialized({'first': a, 'second': b})
+    assert session.run([a, b]) == [5., 2.]
+
+
+def test_ensure_variables_initialized_skips_non_global_variables_by_default(session):
+    g = get_var('g', 1.)
+    m = get_var('m', 3., collections=[v1.GraphKeys.MODEL_VARIABLES])
+    ensure_variables_initialized()
+    assert session.run(g) == 1.
+    assert not is_initialized(session, m)
+
+    ensure_variables_initialized([m])
+    assert session.run(m) == 3.
+
+
+# ------------------------------------------------------ get_variables_as_dict
+@pytest.fixture
+def scoped_variables():
+    a = get_var('a')
+    with v1.variable_scope('child') as child_scope:
+        b = get_var('b')
+        c = get_var('c', trainable=False)
+        with v1.variable_scope('sub'):
+            e = get_var('e')
+    with v1.variable_scope('child2'):
+        d = get_var('d')
+    return {'a': a, 'b': b, 'c': c, 'd': d, 'e': e, 'child_scope': child_scope}
+
+
+def test_get_variables_as_dict_of_all_variables(scoped_variables):
+    v = scoped_variables
+    expected = {'a': v['a'], 'child/b': v['b'], 'child/c': v['c'], 'child/sub/e': v['e'],
+                'child2/d': v['d']}
+    assert get_variables_as_dict() == expected
+    assert get_variables_as_dict('') == expected
+
+
+@pytest.mark.parametrize('scope', ['child', 'child/'])
+def test_get_variables_as_dict_of_scope_name_excludes_similar_prefix(scoped_variables, scope):
+    v = scoped_variables
+    assert get_variables_as_dict(scope) == {'b': v['b'], 'c': v['c'], 'sub/e': v['e']}
+
+
+def test_get_variables_as_dict_of_nested_scope(scoped_variables):
+    assert get_variables_as_dict('child/sub') == {'e': scoped_variables['e']}
+
+
+def test_get_variables_as_dict_of_variable_scope_object(scoped_variables):
+    v = scoped_variables
+    assert get_variables_as_dict(v['child_scope']) == {'b': v['b'], 'c': v['c'], 'sub/e': v['e']}
+
+
+def test_get_variables_as_dict_of_other_collection(scoped_variables):
+    v = scoped_variables
+    assert get_variables_as_dict('child', collection=v1.GraphKeys.TRAINABLE_VARIABLES) == \
+        {'b': v['b'], 'sub/e': v['e']}
+
+
+def test_get_variables_as_dict_of_unknown_scope_is_empty(scoped_variables):
+    assert get_variables_as_dict('nothing') == {}
+
+
+# -------------------------------------------------------- summarize_variables
+def test_summarize_graph_variables():
+    with v1.variable_scope('dense'):
+        dense = [get_var('kernel', shape=[784, 500]), get_var('bias', shape=[500])]
+    with v1.variable_scope('out'):
+        out = [get_var('kernel', shape=[500, 10]), get_var('bias', shape=[10])]
+    # the table of API.md section 6
+    assert summarize_variables(dense + out, title='Trainable Parameters') == '\n'.join([
+        'Trainable Parameters (397,510 in total)',
+        '---------------------------------------',
+        'dense/kernel        (784, 500)  392,000',
+        'dense/bias          (500,)          500',
+        'out/kernel          (500, 10)     5,000',
+        'out/bias            (10,)            10',
+    ])
+
+
+def test_summarize_graph_variables_with_groups():
+    with v1.variable_scope('q_net'):
+        get_var('w', shape=[3, 2])
+    get_var('beta', shape=[1])
+    # all tables are 30 wide, the width of the title line
+    assert summarize_variables(v1.global_variables(), groups=['q_net']) == '\n'.join([
+        'Variables Summary (7 in total)',
+        '==============================',
+        'q_net/' + ' ' * 12 + '(6 in total)',
+        '-' * 30,
+        'w' + ' ' * 20 + '(3, 2)  6',
+        '',
+        'Other Variables' + ' ' * 3 + '(1 in total)',
+        '-' * 30,
+        'beta' + ' ' * 19 + '(1,)  1',
+    ])
+
+
+# --------------------------------------------------- metric logger, graph mode
+def test_metric_logger_rejects_symbolic_tensor():
+    t = tf.constant(1.)
+    logger = MetricLogger()
+    expected = (f'Metric `loss` is a symbolic graph tensor {t!r}: evaluate it with '
+                f'`session.run` and pass the result instead')
+    with pytest.raises(TypeError, match='^' + re.escape(expected) + '$'):
+        logger.collect_metrics({'loss': t})
+
+
+def test_metric_logger_rejects_graph_variable():
+    v = get_var('v', 1.)
+    logger = MetricLogger()
+    expected = (f'Metric `v` is a graph variable {v!r}: evaluate it with '
+                f'`session.run` and pass the result instead')
+    with pytest.raises(TypeError, match='^' + re.escape(expected) + '$'):
+        logger.collect_metrics({'v': v})
+
+
+def test_metric_logger_accepts_evaluated_values(session):
+    x = v1.placeholder(tf.float32, [None])
+    logger = MetricLogger()
+    logger.collect_metrics({'loss': session.run(tf.reduce_mean(x), {x: [0.5, 1.]})})
+    logger.collect_metrics({'loss': session.run(x, {x: [0.25, 0.75]})})
+    # samples 0.75, 0.25, 0.75: mean 0.583333, stddev sqrt(1/18) = 0.235702
+    assert logger.format_logs() == 'loss: 0.583333 (±0.235702)'
+    assert np.isclose(float(logger.metrics['loss'].mean), 7. / 12)
