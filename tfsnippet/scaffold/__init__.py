@@ -1,9 +1,16 @@
-"""The training loop and what it is made of: events, metric logs, variable tables."""
+"""The training loop and what it is made of: events, metric logs, early stopping,
+checkpoints, TensorBoard summaries and variable tables."""
 
+from .checkpoint import CheckpointError, CheckpointSavableObject, Checkpointer, CheckpointSaver
+from .component import LoopComponent
+from .early_stopping import EarlyStopping
 from .event_keys import EventKeys
 from .logging_ import DefaultMetricFormatter, MetricFormatter, MetricLogger
+from .summaries import SummaryLogger, SummaryWriter
 from .summary_table import summarize_variables
-from .train_loop_ import LoopComponent, TrainLoop
+from .train_loop_ import TrainLoop
 
-__all__ = ['EventKeys', 'DefaultMetricFormatter', 'MetricFormatter', 'MetricLogger',
-           'summarize_variables', 'LoopComponent', 'TrainLoop']
+__all__ = ['CheckpointError', 'CheckpointSavableObject', 'Checkpointer', 'CheckpointSaver',
+           'LoopComponent', 'EarlyStopping', 'EventKeys', 'DefaultMetricFormatter',
+           'MetricFormatter', 'MetricLogger', 'SummaryLogger', 'SummaryWriter',
+           'summarize_variables', 'TrainLoop']

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -17,12 +18,16 @@ from ..utils.misc import ETA, humanize_duration
 from ..utils.session import get_default_session_or_error
 from ..utils.statistics import StatisticsCollector
 from ..utils.tf_vars import is_variable, normalize_variables
+from .checkpoint import Checkpointer
+from .component import LoopComponent
+from .early_stopping import EarlyStopping
 from .event_keys import EventKeys
 from .logging_ import (TIME_METRIC_PATTERN, DefaultMetricFormatter, MetricFormatter, MetricLogger,
                        check_metric_value)
+from .summaries import DEFAULT_SUMMARY_SKIP_PATTERN, SummaryLogger
 from .summary_table import summarize_variables
 
-__all__ = ['TrainLoop', 'LoopComponent']
+__all__ = ['TrainLoop']
 
 _LOOP_EVENT_KEYS = (
     EventKeys.ENTER_LOOP, EventKeys.EXIT_LOOP,
@@ -37,26 +42,6 @@ _LOOP_EVENT_KEYS = (
 _COMPACT_MASK = 1023
 
 _NOT_IN_LOOP = 'An epoch or a step loop is expected, but neither has been opened'
-
-
-class LoopComponent:
-    """A feature that plugs into a :class:`TrainLoop` instead of growing inside it.
-
-    Register it with :meth:`TrainLoop.add_component` before entering the
-    loop.  A component usually subscribes to ``loop.events`` in
-    :meth:`on_enter`; its hooks run in this order:
-
-    * :meth:`on_enter`, in registration order, when the ``with`` block is
-      entered: after the loop's own set-up, before ``ENTER_LOOP`` fires;
-    * :meth:`on_exit`, in reverse registration order, when the ``with``
-      block is left (also through an exception): after ``EXIT_LOOP`` fired.
-    """
-
-    def on_enter(self, loop: TrainLoop) -> None:
-        """Called when `loop` is entered."""
-
-    def on_exit(self, loop: TrainLoop, error: BaseException | None) -> None:
-        """Called when `loop` is left; `error` is the exception leaving it, if any."""
 
 
 def _check_limit(name: str, value: Any) -> int | None:
@@ -119,8 +104,39 @@ class TrainLoop(DisposableContext):
       that step's ``AFTER_STEP`` (and the epoch's ``AFTER_EPOCH``) do not fire
       and its time is not recorded.  Leaving ``iter_epochs`` clears both
       metric loggers.
+    * :meth:`request_stop` (from the body or a handler): the current step
+      finishes (``AFTER_STEP`` fires), ``iter_steps`` yields no more steps in
+      this epoch, the epoch's body runs on and ``AFTER_EPOCH`` fires, then
+      ``iter_epochs`` ends and the loop prints why it stopped.
     * ``EXIT_LOOP`` always fires when the ``with`` block is left, also
       through an exception (``KeyboardInterrupt`` included).
+
+    **Early stopping** (``early_stopping=True``): each time the metric
+    `valid_metric_name` reaches a new best, the values of `param_vars` are
+    copied in memory; when the ``with`` block is left normally they are
+    assigned back (a line says from which step), when it is left through an
+    exception (``KeyboardInterrupt`` included) the variables keep their
+    latest values.  With ``early_stopping_patience=N`` the loop also stops
+    after N validations in a row without improvement.
+
+    **Checkpoints** (``checkpoint_dir=...``): saved under
+    ``<checkpoint_dir>/checkpoint/checkpoint.dat-<step>/`` after every
+    `checkpoint_epoch_freq` epochs, every `checkpoint_step_freq` steps,
+    every `checkpoint_secs` seconds and at :meth:`make_checkpoint`.  A
+    checkpoint holds, in graph mode, every global variable of the graph; in
+    eager mode, `param_vars` and the variables of every Keras model, layer,
+    optimizer, ``tf.Module`` or variable in `checkpoint_save_objects`; the
+    state of each :class:`CheckpointSavableObject` there; and the loop's own
+    state (counters, best validation metric, early-stopping snapshot).
+    Entering the loop resumes from the latest checkpoint and says so.
+    Writes are atomic: a process killed during a save leaves the earlier
+    checkpoints usable.
+
+    **Summaries** (``summary_dir=...`` or ``summary_writer=...``): collected
+    metrics become TensorBoard scalars ``summary_metric_prefix + name`` at the
+    loop's step (time metrics are skipped by default), with a
+    ``global_step/sec`` scalar at the end of each epoch; :meth:`add_summary`
+    writes summaries from ``session.run``.
 
     Args:
         param_vars: The variables being trained: a list or a dict
@@ -133,14 +149,38 @@ class TrainLoop(DisposableContext):
         max_epoch: Stop after this many epochs (``None``: no limit).
         max_step: Stop after this many steps in all (``None``: no limit).
         metric_formatter: Orders and formats the metrics in log lines.
+        checkpoint_dir: Turn checkpoints on, in this directory.
+        checkpoint_epoch_freq: Save after every this many epochs.
+        checkpoint_max_to_keep: Keep this many newest checkpoints (``None``: all).
+        checkpoint_save_objects: ``{name: object}`` saved too: Keras models,
+            layers and optimizers, ``tf.Module``\\ s, variables (eager mode),
+            and :class:`CheckpointSavableObject`\\ s (both modes).
+        restore_checkpoint: ``True`` resumes from the latest checkpoint,
+            ``False`` starts afresh (still saving), a path resumes from that
+            checkpoint.
+        summary_dir: Write TensorBoard event files here (the loop opens and
+            closes the writer).
+        summary_writer: Or write through this :class:`SummaryWriter` (or
+            ``tf.compat.v1.summary.FileWriter``), which the loop does not close.
+        summary_graph: A ``tf.Graph`` to write with a loop-opened writer.
+        summary_metric_prefix: Prefix of the metric tags.
+        summary_skip_pattern: Metrics whose names match (``re.match``) are
+            not written; by default names ending in ``time``/``timer``.
+        summary_commit_freqs: ``{metric: N}``: write only every N-th value.
         valid_metric_name: The metric whose best value is tracked; ``None``
             turns tracking off.
         valid_metric_smaller_is_better: Whether a smaller validation metric is
             better.  ``None`` infers it from the name: names ending in
             ``acc`` or ``accuracy`` are larger-is-better, all others
             smaller-is-better.
-        clock: Time source for timers and the ETA (``time.perf_counter``);
-            pass a fake clock in tests.
+        early_stopping: Keep the best `param_vars` and restore them at exit.
+        early_stopping_patience: Also stop after this many validations
+            without improvement.
+        checkpoint_step_freq: Save after every this many steps.
+        checkpoint_secs: Save at the end of the first step after this many
+            seconds since the last save.
+        clock: Time source for timers, the ETA and time-based schedules
+            (``time.perf_counter``); pass a fake clock in tests.
 
     Counters start at 0 and each is incremented when its iteration begins,
     so inside the loop ``epoch`` and ``step`` count from 1.
@@ -154,8 +194,24 @@ class TrainLoop(DisposableContext):
                  max_epoch: int | None = None,
                  max_step: int | None = None,
                  metric_formatter: MetricFormatter | None = None,
+                 checkpoint_dir: str | None = None,
+                 checkpoint_epoch_freq: int | None = None,
+                 checkpoint_max_to_keep: int | None = None,
+                 checkpoint_save_objects: Mapping[str, Any] | None = None,
+                 restore_checkpoint: bool | str = True,
+                 summary_dir: str | None = None,
+                 summary_writer: Any = None,
+                 summary_graph: Any = None,
+                 summary_metric_prefix: str = 'metrics/',
+                 summary_skip_pattern: str | re.Pattern | None = DEFAULT_SUMMARY_SKIP_PATTERN,
+                 summary_commit_freqs: Mapping[str, int] | None = None,
                  valid_metric_name: str | None = 'valid_loss',
                  valid_metric_smaller_is_better: bool | None = None,
+                 early_stopping: bool = False,
+                 *,
+                 early_stopping_patience: int | None = None,
+                 checkpoint_step_freq: int | None = None,
+                 checkpoint_secs: float | None = None,
                  clock: Callable[[], float] = time.perf_counter):
         self._param_vars = normalize_variables(param_vars, 'param_vars')
         if var_groups is not None:
@@ -196,6 +252,38 @@ class TrainLoop(DisposableContext):
         self._time_metrics_handlers = self._events._handler_list(
             EventKeys.TIME_METRICS_COLLECTED)
         self._components: list[LoopComponent] = []
+        self._stop_reason: str | None = None
+        self._stop_requested = False
+
+        # the optional features, as components
+        self._early_stopping = None
+        if early_stopping:
+            if not self._valid_metric_name:
+                raise ValueError('`early_stopping=True` needs a `valid_metric_name`, got None')
+            self._early_stopping = EarlyStopping(self._param_vars, early_stopping_patience)
+            self._components.append(self._early_stopping)
+        elif early_stopping_patience is not None:
+            raise ValueError('`early_stopping_patience` needs `early_stopping=True`')
+        self._checkpointer = None
+        if checkpoint_dir is not None:
+            self._checkpointer = Checkpointer(
+                checkpoint_dir, epoch_freq=checkpoint_epoch_freq, step_freq=checkpoint_step_freq,
+                secs=checkpoint_secs, max_to_keep=checkpoint_max_to_keep,
+                save_objects=checkpoint_save_objects, restore=restore_checkpoint,
+                variables=self._param_vars)
+            self._components.append(self._checkpointer)
+        elif any(v is not None for v in (checkpoint_epoch_freq, checkpoint_step_freq,
+                                         checkpoint_secs, checkpoint_max_to_keep,
+                                         checkpoint_save_objects)):
+            raise ValueError('The `checkpoint_*` options need `checkpoint_dir`')
+        self._summaries = None
+        if summary_dir is not None or summary_writer is not None:
+            self._summaries = SummaryLogger(
+                summary_dir=None if summary_writer is not None else summary_dir,
+                summary_writer=summary_writer, metric_prefix=summary_metric_prefix,
+                skip_pattern=summary_skip_pattern, commit_freqs=summary_commit_freqs,
+                graph=summary_graph)
+            self._components.append(self._summaries)
 
         # persistent state (see `state_dict`)
         self._epoch = 0
@@ -298,6 +386,83 @@ class TrainLoop(DisposableContext):
     def within_step(self) -> bool:
         """Whether a step loop is open (also between two steps)."""
         return self._within_step
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The loop's time source."""
+        return self._clock
+
+    @property
+    def use_early_stopping(self) -> bool:
+        """Whether the best `param_vars` are kept and restored at exit."""
+        return self._early_stopping is not None
+
+    @property
+    def summary_writer(self) -> Any:
+        """The summary writer, or ``None`` (a loop-opened one exists while entered)."""
+        return self._summaries.writer if self._summaries is not None else None
+
+    @property
+    def checkpoint_saver(self) -> Any:
+        """The :class:`CheckpointSaver` of `checkpoint_dir` while entered, else ``None``."""
+        return self._checkpointer.saver if self._checkpointer is not None else None
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the epoch loop ended (``'max_epoch reached'``, ``'max_step reached'``
+        or the reason given to :meth:`request_stop`), or ``None``."""
+        return self._stop_reason
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether :meth:`request_stop` has been called."""
+        return self._stop_requested
+
+    # ------------------------------------------------------------ control
+    def request_stop(self, reason: str | None = None) -> None:
+        """Ask the loop to stop at the next step or epoch boundary.
+
+        The current step finishes, no further step or epoch begins, and when
+        the epoch loop ends it prints ``Training stopped at epoch E, step S:
+        <reason>``.  Callable from the loop body and from event handlers.
+        """
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f'`reason` must be a str or None, got {reason!r}')
+        if not self._stop_requested:
+            self._stop_requested = True
+            self._stop_reason = reason or 'stop requested'
+
+    def make_checkpoint(self) -> str:
+        """Save a checkpoint at the current step now and return its path.
+
+        Raises:
+            RuntimeError: `checkpoint_dir` is not configured, or the loop is
+                not entered.
+        """
+        if self._checkpointer is None:
+            raise RuntimeError(
+                'Checkpoint directory is not configured: pass `checkpoint_dir` to TrainLoop')
+        self._require_entered()
+        return self._checkpointer.save(self)
+
+    def add_summary(self, summary: Any) -> None:
+        """Write a ``Summary`` proto or serialized summary bytes at the loop's step.
+
+        Serialized bytes are what ``session.run`` returns for a (merged)
+        summary op.  Fires ``SUMMARY_ADDED``.
+
+        Raises:
+            RuntimeError: No summary writer is configured, or the loop is not
+                entered.
+            TypeError: `summary` is neither a Summary nor bytes.
+        """
+        if self._summaries is None:
+            raise RuntimeError(
+                '`add_summary()` needs a summary writer: pass `summary_dir` or '
+                '`summary_writer` to TrainLoop')
+        self._require_entered()
+        self._summaries.add_summary(summary, self._step)
+        self._events.fire(EventKeys.SUMMARY_ADDED, self, summary)
 
     # ------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
@@ -407,9 +572,20 @@ class TrainLoop(DisposableContext):
         self._within_epoch = True
         events = self._events
         clock = self._clock
+        if not self._stop_requested:
+            self._stop_reason = None
         try:
-            while ((self._max_epoch is None or self._epoch < self._max_epoch) and
-                   (self._max_step is None or self._step < self._max_step)):
+            while True:
+                if self._stop_requested:
+                    self.println(f'Training stopped at epoch {self._epoch}, step '
+                                 f'{self._step}: {self._stop_reason}')
+                    break
+                if self._max_epoch is not None and self._epoch >= self._max_epoch:
+                    self._stop_reason = 'max_epoch reached'
+                    break
+                if self._max_step is not None and self._step >= self._max_step:
+                    self._stop_reason = 'max_step reached'
+                    break
                 self._epoch += 1
                 self._epoch_start = clock()
                 events.fire(EventKeys.BEFORE_EPOCH, self)
@@ -472,7 +648,8 @@ class TrainLoop(DisposableContext):
         epoch_pending = self._epoch_pending
         batches = iterator if iterator is not None else itertools.repeat(None)
         try:
-            if self._max_step is not None and self._step >= self._max_step:
+            if self._stop_requested or (self._max_step is not None and
+                                        self._step >= self._max_step):
                 return
             # the limit is checked after each step, before the next batch is fetched
             for batch in batches:
@@ -505,7 +682,8 @@ class TrainLoop(DisposableContext):
                 if not step & _COMPACT_MASK:
                     self._step_logger.compact()
                     self._epoch_logger.compact()
-                if self._max_step is not None and step >= self._max_step:
+                if self._stop_requested or (self._max_step is not None and
+                                            step >= self._max_step):
                     break
         finally:
             self._within_step = False
@@ -607,11 +785,13 @@ class TrainLoop(DisposableContext):
             value = value.numpy()
         value = float(np.mean(value))
         best = self._best_valid_metric
-        if best is None or (value < best if self._valid_metric_smaller_is_better else value > best):
+        improved = best is None or (
+            value < best if self._valid_metric_smaller_is_better else value > best)
+        if improved:
             self._best_valid_metric = value
-            self._is_best_valid_metric = True
-        else:
-            self._is_best_valid_metric = False
+        self._is_best_valid_metric = improved
+        for c in self._components:
+            c.on_valid_metric(self, value, improved)
 
     @contextlib.contextmanager
     def timeit(self, metric_name: str) -> Iterator[None]:

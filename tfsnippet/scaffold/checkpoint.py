@@ -1,0 +1,552 @@
+"""Atomic checkpoints of variables and Python state, in graph and eager mode.
+
+A checkpoint is a directory ``<save_dir>/<filename>-<step>/`` holding
+
+* ``variables.index`` / ``variables.data-*``: the variables, in TensorFlow's
+  checkpoint format (``tf.train.list_variables`` reads them, keyed by the
+  names this saver gives them);
+* ``state.pkl``: the Python state of the registered objects.
+
+Each save writes a new temporary directory and renames it into place, so a
+process killed at any instant leaves every earlier checkpoint as it was; a
+left-over temporary directory is removed by the next saver on that folder.
+The file ``<save_dir>/checkpoint_index.json`` lists the checkpoints in the
+order they were saved (it is replaced atomically too, and rebuilt from the
+directories if it is lost).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import shutil
+import uuid
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from ..utils.session import get_default_session_or_error
+from ..utils.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
+from .component import LoopComponent
+from .event_keys import EventKeys
+
+__all__ = ['CheckpointSavableObject', 'CheckpointSaver', 'CheckpointError', 'Checkpointer']
+
+_INDEX_FILE = 'checkpoint_index.json'
+_STATE_FILE = 'state.pkl'
+_VARS_PREFIX = 'variables'
+_TMP_PREFIX = '.tmp-'
+_STATE_FORMAT = 1
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be read (missing or damaged files)."""
+
+
+class CheckpointSavableObject:
+    """A Python object whose state is saved in checkpoints.
+
+    Subclasses return their state as a picklable dict from :meth:`get_state`
+    and take it back in :meth:`set_state`.
+    """
+
+    def get_state(self) -> dict[str, Any]:
+        """Return the state to save, as a picklable dict."""
+        raise NotImplementedError()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore a state returned earlier by :meth:`get_state`."""
+        raise NotImplementedError()
+
+
+def _is_trackable_container(obj: Any) -> bool:
+    """A Keras model/layer/optimizer or ``tf.Module``: anything with ``.variables``."""
+    return (isinstance(obj, tf.Module) or
+            (hasattr(obj, 'variables') and not isinstance(obj, (str, bytes, Mapping)) and
+             type(obj).__module__.split('.')[0] in ('keras', 'tensorflow', 'tf_keras')))
+
+
+def check_checkpoint_objects(objects: Mapping[str, Any] | None, arg_name: str,
+                             allow_reserved: bool = False) -> dict[str, Any]:
+    """Check a ``{name: object}`` dict of things to save; return a copy.
+
+    Each object must be a variable, a TF trackable with ``.variables`` (a
+    Keras model, layer or optimizer, a ``tf.Module``) or a
+    :class:`CheckpointSavableObject`.
+    """
+    if objects is None:
+        return {}
+    if not isinstance(objects, Mapping):
+        raise TypeError(f'`{arg_name}` must be a dict {{name: object}}, got {objects!r}')
+    out = {}
+    for key, obj in objects.items():
+        if not isinstance(key, str) or not key or (key.startswith('$$') and not allow_reserved):
+            raise ValueError(
+                f'`{arg_name}` keys must be non-empty str not starting with "$$", got {key!r}')
+        if not (isinstance(obj, CheckpointSavableObject) or is_variable(obj) or
+                _is_trackable_container(obj)):
+            raise TypeError(
+                f'`{arg_name}[{key!r}]` must be a variable, a TF trackable with '
+                f'variables (Keras model, layer or optimizer, tf.Module) or a '
+                f'CheckpointSavableObject, got {obj!r}')
+        out[key] = obj
+    return out
+
+
+def _checkpoint_step(name: str, filename: str) -> int | None:
+    m = re.fullmatch(re.escape(filename) + r'-(\d+)', name)
+    return int(m.group(1)) if m else None
+
+
+class CheckpointSaver:
+    """Saves and restores variables plus the state of Python objects.
+
+    Args:
+        variables: A list or dict ``{name: variable}`` of graph variables,
+            eager ``tf.Variable``\\ s or Keras variables (saved under their
+            name: a list item under its Keras path or its name without
+            ``:0``, made unique with a ``_1``, ``_2``... suffix).
+        save_dir: The directory owned by this saver; created on first save.
+        objects: ``{name: object}``.  A :class:`CheckpointSavableObject`
+            has its ``get_state()`` saved; a Keras model, layer or
+            optimizer or a ``tf.Module`` has all of its ``.variables`` saved
+            under ``name/...`` (read anew at each save, so an optimizer's
+            slots created after construction are included); a variable is
+            saved under ``name``.
+        filename: Checkpoints are named ``<filename>-<step>``.
+        max_to_keep: Keep this many newest checkpoints (``None``: all).
+
+    Variables are read and written with the default session in graph mode,
+    where the saver must be created before the graph is finalized.
+
+    Raises:
+        TypeError: An entry of `variables` or `objects` has the wrong type.
+        ValueError: `max_to_keep` is not a positive int, or names clash.
+    """
+
+    def __init__(self, variables: Sequence[Any] | Mapping[str, Any] | None, save_dir: str,
+                 objects: Mapping[str, Any] | None = None, filename: str = 'checkpoint.dat',
+                 max_to_keep: int | None = None):
+        self._variables = normalize_variables(variables, 'variables')
+        self._objects = check_checkpoint_objects(objects, 'objects', allow_reserved=True)
+        if max_to_keep is not None and (type(max_to_keep) is not int or max_to_keep < 1):
+            raise ValueError(
+                f'`max_to_keep` must be a positive int or None, got {max_to_keep!r}')
+        if not isinstance(filename, str) or not filename or os.sep in filename:
+            raise ValueError(f'`filename` must be a plain file name, got {filename!r}')
+        self._save_dir = os.path.abspath(save_dir)
+        self._filename = filename
+        self._max_to_keep = max_to_keep
+        self._graph_mode = not tf.executing_eagerly()
+        self._saver = None
+        self._saver_key = None
+        if self._graph_mode:
+            # graph savers add ops: build them now, before the graph is finalized
+            self._get_saver(self._variable_dict())
+
+    # ------------------------------------------------------------ properties
+    @property
+    def save_dir(self) -> str:
+        """The absolute path of the checkpoint directory."""
+        return self._save_dir
+
+    @property
+    def filename(self) -> str:
+        """The name prefix of the checkpoints."""
+        return self._filename
+
+    @property
+    def max_to_keep(self) -> int | None:
+        """How many checkpoints are kept (``None``: all)."""
+        return self._max_to_keep
+
+    # ------------------------------------------------------------ variables
+    def _variable_dict(self) -> dict[str, tf.Variable]:
+        """``{checkpoint name: tf.Variable}``, each variable once."""
+        out: dict[str, tf.Variable] = {}
+        seen: set[int] = set()
+
+        def add(name: str, var: Any, unique: bool) -> None:
+            tf_var = as_tf_variable(var)
+            if id(tf_var) in seen:
+                return
+            if name in out:
+                if not unique:
+                    raise ValueError(f'Two variables are saved under the same name {name!r}')
+                base, i = name, 1
+                while f'{base}_{i}' in out:
+                    i += 1
+                name = f'{base}_{i}'
+            seen.add(id(tf_var))
+            out[name] = tf_var
+
+        if isinstance(self._variables, dict):
+            for name, var in self._variables.items():
+                add(name, var, unique=False)
+        else:
+            for var in self._variables:
+                add(variable_name(var), var, unique=True)
+        for key, obj in self._objects.items():
+            if isinstance(obj, CheckpointSavableObject):
+                continue
+            if is_variable(obj):
+                add(key, obj, unique=False)
+            else:
+                for var in obj.variables:
+                    add(f'{key}/{variable_name(var)}', var, unique=True)
+        return out
+
+    def _get_saver(self, var_dict: dict[str, tf.Variable]) -> Any:
+        key = tuple((name, id(v)) for name, v in var_dict.items())
+        if self._saver is None or key != self._saver_key:
+            if self._graph_mode and self._saver is not None:
+                raise ValueError(
+                    'The variables to save changed after the saver was created in '
+                    'graph mode; create the saver after all variables')
+            self._saver = tf.compat.v1.train.Saver(
+                var_list=var_dict, max_to_keep=None, save_relative_paths=True) if var_dict else None
+            self._saver_key = key
+        return self._saver
+
+    def _session(self) -> Any:
+        return get_default_session_or_error() if self._graph_mode else None
+
+    # ------------------------------------------------------------ index
+    def _read_index(self) -> list[str]:
+        """The names of the complete checkpoints, oldest first."""
+        if not os.path.isdir(self._save_dir):
+            return []
+        names: list[str] = []
+        path = os.path.join(self._save_dir, _INDEX_FILE)
+        try:
+            with open(path, encoding='utf-8') as f:
+                listed = json.load(f)['checkpoints']
+            names = [n for n in listed if isinstance(n, str)]
+        except (OSError, ValueError, KeyError, TypeError):
+            names = []
+        existing = {}
+        for entry in os.scandir(self._save_dir):
+            if entry.is_dir() and _checkpoint_step(entry.name, self._filename) is not None:
+                existing[entry.name] = entry.stat().st_mtime
+        names = [n for n in names if n in existing]
+        # directories renamed into place after the index was last written
+        # (the process died in between) are newer than everything listed
+        orphans = sorted((n for n in existing if n not in names),
+                         key=lambda n: (existing[n], _checkpoint_step(n, self._filename)))
+        return names + orphans
+
+    def _write_index(self, names: list[str]) -> None:
+        tmp = os.path.join(self._save_dir, f'{_TMP_PREFIX}{uuid.uuid4().hex}.json')
+        with open(tmp, 'w', encoding='utf-8') as f:
+            json.dump({'checkpoints': names}, f)
+        os.replace(tmp, os.path.join(self._save_dir, _INDEX_FILE))
+
+    def checkpoints(self) -> list[str]:
+        """The paths of the kept checkpoints, oldest first."""
+        return [os.path.join(self._save_dir, n) for n in self._read_index()]
+
+    def latest_checkpoint(self) -> str | None:
+        """The path of the newest checkpoint, or ``None``."""
+        names = self._read_index()
+        return os.path.join(self._save_dir, names[-1]) if names else None
+
+    def remove_stale_temporaries(self) -> None:
+        """Remove what saves killed half-way left behind."""
+        if os.path.isdir(self._save_dir):
+            for entry in os.scandir(self._save_dir):
+                if entry.name.startswith(_TMP_PREFIX):
+                    if entry.is_dir():
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        try:
+                            os.remove(entry.path)
+                        except OSError:
+                            pass
+
+    # ------------------------------------------------------------ save
+    def save(self, global_step: int) -> str:
+        """Write a checkpoint named ``<filename>-<global_step>``; return its path.
+
+        The states of the objects are taken at this moment.  A checkpoint
+        of the same name is replaced.  If writing fails, the error
+        propagates and the earlier checkpoints are left untouched.
+        """
+        global_step = int(global_step)
+        var_dict = self._variable_dict()
+        saver = self._get_saver(var_dict)
+        states = {key: obj.get_state() for key, obj in self._objects.items()
+                  if isinstance(obj, CheckpointSavableObject)}
+        os.makedirs(self._save_dir, exist_ok=True)
+        name = f'{self._filename}-{global_step}'
+        final = os.path.join(self._save_dir, name)
+        tmp = os.path.join(self._save_dir, f'{_TMP_PREFIX}{name}-{uuid.uuid4().hex}')
+        os.makedirs(tmp)
+        try:
+            if saver is not None:
+                saver.save(self._session(), os.path.join(tmp, _VARS_PREFIX),
+                           write_meta_graph=False, write_state=False)
+            with open(os.path.join(tmp, _STATE_FILE), 'wb') as f:
+                pickle.dump({'format': _STATE_FORMAT, 'step': global_step,
+                             'variables': sorted(var_dict), 'objects': states},
+                            f, protocol=pickle.HIGHEST_PROTOCOL)
+            if os.path.exists(final):
+                trash = os.path.join(self._save_dir, f'{_TMP_PREFIX}old-{uuid.uuid4().hex}')
+                os.rename(final, trash)
+                os.rename(tmp, final)
+                shutil.rmtree(trash, ignore_errors=True)
+            else:
+                os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        names = [n for n in self._read_index() if n != name] + [name]
+        removed = []
+        if self._max_to_keep is not None and len(names) > self._max_to_keep:
+            removed = names[:len(names) - self._max_to_keep]
+            names = names[len(names) - self._max_to_keep:]
+        self._write_index(names)
+        for old in removed:
+            shutil.rmtree(os.path.join(self._save_dir, old), ignore_errors=True)
+        return final
+
+    # ------------------------------------------------------------ restore
+    def restore(self, path: str) -> dict[str, Any]:
+        """Restore the checkpoint at `path` and return the saved object states.
+
+        Every registered variable must be in the checkpoint with the same
+        shape, and every variable of the checkpoint must be registered;
+        otherwise nothing is changed and a :class:`ValueError` names them.
+
+        Raises:
+            FileNotFoundError: `path` is not a checkpoint.
+            CheckpointError: The checkpoint's files cannot be read.
+            ValueError: The checkpoint's variables do not match.
+            KeyError: A registered object has no state in the checkpoint.
+        """
+        path = os.path.abspath(path)
+        state_path = os.path.join(path, _STATE_FILE)
+        if not os.path.isfile(state_path):
+            raise FileNotFoundError(f'No checkpoint at {path!r} (no {_STATE_FILE} in it)')
+        try:
+            with open(state_path, 'rb') as f:
+                saved = pickle.load(f)
+            if not isinstance(saved, dict) or saved.get('format') != _STATE_FORMAT:
+                raise ValueError('unknown state format')
+        except Exception as e:
+            raise CheckpointError(f'Cannot read the checkpoint state {state_path!r}: {e}') from e
+        var_dict = self._variable_dict()
+        prefix = os.path.join(path, _VARS_PREFIX)
+        saved_shapes: dict[str, list[int]] = {}
+        if saved.get('variables'):
+            try:
+                saved_shapes = dict(tf.train.list_variables(prefix))
+            except Exception as e:
+                raise CheckpointError(
+                    f'Cannot read the variables of checkpoint {path!r}: {e}') from e
+        self._check_match(path, var_dict, saved_shapes)
+        missing = [k for k, obj in self._objects.items()
+                   if isinstance(obj, CheckpointSavableObject) and k not in saved['objects']]
+        if missing:
+            raise KeyError(f'Objects {missing} not found in the checkpoint: {path}')
+        if var_dict:
+            try:
+                self._get_saver(var_dict).restore(self._session(), prefix)
+            except tf.errors.OpError as e:
+                raise CheckpointError(
+                    f'Cannot read the variables of checkpoint {path!r}: {e}') from e
+        for key, obj in self._objects.items():
+            if isinstance(obj, CheckpointSavableObject):
+                obj.set_state(saved['objects'][key])
+        return saved['objects']
+
+    @staticmethod
+    def _check_match(path: str, var_dict: dict[str, tf.Variable],
+                     saved_shapes: dict[str, list[int]]) -> None:
+        problems = []
+        missing = sorted(set(var_dict) - set(saved_shapes))
+        if missing:
+            problems.append(f'missing from the checkpoint: {missing}')
+        unexpected = sorted(set(saved_shapes) - set(var_dict))
+        if unexpected:
+            problems.append(
+                f'in the checkpoint but not among the variables to restore: {unexpected} '
+                f'(a Keras optimizer creates its variables on its first step or '
+                f'`optimizer.build(model.trainable_variables)`)')
+        mismatched = []
+        for name in sorted(set(var_dict) & set(saved_shapes)):
+            shape = var_dict[name].shape
+            want = tuple(saved_shapes[name])
+            if shape.rank is not None and tuple(shape.as_list()) != want:
+                mismatched.append(f'{name}: {tuple(shape.as_list())} vs saved {want}')
+        if mismatched:
+            problems.append(f'shapes differ: {mismatched}')
+        if problems:
+            raise ValueError(
+                f'The checkpoint {path!r} does not match the variables: ' + '; '.join(problems))
+
+    def restore_latest(self, ignore_non_exist: bool = False) -> tuple[str, dict] | None:
+        """Restore the newest readable checkpoint.
+
+        A checkpoint that cannot be read is skipped with a warning and the
+        one before it is tried.
+
+        Returns:
+            ``(path, object states)``, or ``None`` when there is no
+            checkpoint and `ignore_non_exist` is set.
+
+        Raises:
+            FileNotFoundError: There is no (readable) checkpoint and
+                `ignore_non_exist` is not set.
+            ValueError: The checkpoint's variables do not match.
+        """
+        paths = self.checkpoints()
+        for path in reversed(paths):
+            try:
+                return path, self.restore(path)
+            except CheckpointError as e:
+                warnings.warn(f'Skipping a checkpoint that cannot be read: {e}',
+                              RuntimeWarning, stacklevel=2)
+        if ignore_non_exist:
+            return None
+        raise FileNotFoundError(f'No checkpoint file is found in {self._save_dir!r}.')
+
+
+class _LoopState(CheckpointSavableObject):
+    """The loop's counters and its components' states, as one savable object."""
+
+    def __init__(self, loop: Any):
+        self._loop = loop
+
+    def get_state(self) -> dict[str, Any]:
+        return {'loop': self._loop.state_dict(),
+                'components': {c.state_key: c.state_dict()
+                               for c in self._loop._components if c.state_key}}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._loop.load_state_dict(state['loop'])
+        saved = state.get('components', {})
+        for c in self._loop._components:
+            if c.state_key and c.state_key in saved:
+                c.load_state_dict(saved[c.state_key])
+
+
+#: Key of the loop's own state among the checkpointed objects.
+LOOP_STATE_KEY = '$$train_loop'
+
+
+class Checkpointer(LoopComponent):
+    """Saves the loop's checkpoints on a schedule and resumes from them.
+
+    Used by ``TrainLoop(checkpoint_dir=...)``; see its documentation.
+    """
+
+    def __init__(self, checkpoint_dir: str, epoch_freq: int | None = None,
+                 step_freq: int | None = None, secs: float | None = None,
+                 max_to_keep: int | None = None, save_objects: Mapping[str, Any] | None = None,
+                 restore: bool | str = True, variables: Any = None):
+        if not isinstance(checkpoint_dir, (str, os.PathLike)) or not str(checkpoint_dir):
+            raise TypeError(f'`checkpoint_dir` must be a directory path, got {checkpoint_dir!r}')
+        for name, value in (('checkpoint_epoch_freq', epoch_freq),
+                            ('checkpoint_step_freq', step_freq),
+                            ('checkpoint_max_to_keep', max_to_keep)):
+            if value is not None and (type(value) is not int or value < 1):
+                raise ValueError(f'`{name}` must be a positive integer: got {value!r}')
+        if secs is not None and (isinstance(secs, bool) or not isinstance(secs, (int, float))
+                                 or not secs > 0):
+            raise ValueError(f'`checkpoint_secs` must be a positive number: got {secs!r}')
+        if not isinstance(restore, (bool, str, os.PathLike)):
+            raise TypeError(
+                f'`restore_checkpoint` must be True, False or a checkpoint path, got {restore!r}')
+        if not isinstance(restore, bool):
+            restore = os.path.abspath(restore)
+            if not os.path.isfile(os.path.join(restore, _STATE_FILE)):
+                raise ValueError(
+                    f'`restore_checkpoint` must be True, False or the path of an existing '
+                    f'checkpoint, but {restore!r} is not a checkpoint')
+        self._dir = os.path.abspath(checkpoint_dir)
+        self._epoch_freq = epoch_freq
+        self._step_freq = step_freq
+        self._secs = secs
+        self._max_to_keep = max_to_keep
+        self._objects = check_checkpoint_objects(save_objects, 'checkpoint_save_objects')
+        self._restore = restore
+        self._variables = variables
+        self._saver: CheckpointSaver | None = None
+        self._last_save_time = 0.
+        self._handles: list[Any] = []
+
+    @property
+    def checkpoint_dir(self) -> str:
+        """The directory of this loop's checkpoints (in its ``checkpoint/`` subfolder)."""
+        return self._dir
+
+    @property
+    def saver(self) -> CheckpointSaver | None:
+        """The :class:`CheckpointSaver` (``None`` before the loop is entered)."""
+        return self._saver
+
+    def _check_writable(self) -> None:
+        save_dir = os.path.join(self._dir, 'checkpoint')
+        try:
+            os.makedirs(save_dir, exist_ok=True)
+            probe = os.path.join(save_dir, f'{_TMP_PREFIX}probe-{uuid.uuid4().hex}')
+            with open(probe, 'wb') as f:
+                f.write(b'ok')
+            os.remove(probe)
+        except OSError as e:
+            raise ValueError(
+                f'`checkpoint_dir` {self._dir!r} is not writable: {e}') from e
+
+    def save(self, loop: Any) -> str:
+        """Write a checkpoint now, at `loop.step`; return its path."""
+        path = self._saver.save(loop.step)
+        self._last_save_time = loop.clock()
+        return path
+
+    # ------------------------------------------------------------ hooks
+    def on_enter(self, loop: Any) -> None:
+        self._check_writable()
+        if tf.executing_eagerly():
+            variables = self._variables
+        else:
+            # graph mode: every global variable as it is now (not when the
+            # loop was constructed, so later variables are not left out)
+            variables = list(tf.compat.v1.global_variables())
+        objects = dict(self._objects)
+        objects[LOOP_STATE_KEY] = _LoopState(loop)
+        self._saver = CheckpointSaver(
+            variables, os.path.join(self._dir, 'checkpoint'), objects=objects,
+            max_to_keep=self._max_to_keep)
+        self._saver.remove_stale_temporaries()
+        restored = None
+        if self._restore is True:
+            restored = self._saver.restore_latest(ignore_non_exist=True)
+        elif self._restore is not False:
+            restored = (self._restore, self._saver.restore(self._restore))
+        if restored is not None:
+            loop.println(f'Resume training: epoch {loop.epoch}, step {loop.step}, '
+                         f'from checkpoint {restored[0]}')
+        self._last_save_time = loop.clock()
+        events = loop.events
+        if self._epoch_freq is not None:
+            self._handles.append(events.on(EventKeys.AFTER_EPOCH, self._after_epoch))
+        if self._step_freq is not None or self._secs is not None:
+            self._handles.append(events.on(EventKeys.AFTER_STEP, self._after_step))
+
+    def _after_epoch(self, loop: Any) -> None:
+        if loop.epoch % self._epoch_freq == 0:
+            self.save(loop)
+
+    def _after_step(self, loop: Any) -> None:
+        if ((self._step_freq is not None and loop.step % self._step_freq == 0) or
+                (self._secs is not None and loop.clock() - self._last_save_time >= self._secs)):
+            self.save(loop)
+
+    def on_exit(self, loop: Any, error: BaseException | None) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []

@@ -1,0 +1,53 @@
+"""Reading and writing variable values the same way in graph and eager mode."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from .session import get_default_session_or_error
+from .tf_vars import as_tf_variable
+
+__all__ = ['read_variables', 'assign_variables']
+
+
+def read_variables(variables: Sequence[Any]) -> list[np.ndarray]:
+    """Copy the values of `variables` into new host numpy arrays.
+
+    Graph mode fetches them all with one ``session.run`` of the default
+    session; eager mode reads each variable.
+    """
+    tf_vars = [as_tf_variable(v) for v in variables]
+    if not tf_vars:
+        return []
+    if tf.executing_eagerly():
+        # `.numpy()` of a CPU tensor may share the variable's buffer until
+        # the next update; an explicit copy makes the snapshot independent.
+        return [np.array(v.numpy(), copy=True) for v in tf_vars]
+    return list(get_default_session_or_error().run(tf_vars))
+
+
+def assign_variables(variables: Sequence[Any], values: Sequence[Any]) -> None:
+    """Assign `values` to `variables` (Keras variables through ``.value``).
+
+    Graph mode feeds the values to the variables' initializers in one
+    ``session.run``, so it needs no new ops and works on a finalized graph.
+    """
+    tf_vars = [as_tf_variable(v) for v in variables]
+    if len(tf_vars) != len(values):
+        raise ValueError(
+            f'{len(values)} values given for {len(tf_vars)} variables')
+    if not tf_vars:
+        return
+    if tf.executing_eagerly():
+        for var, value in zip(tf_vars, values):
+            var.assign(value)
+        return
+    sess = get_default_session_or_error()
+    feed = {}
+    for var, value in zip(tf_vars, values):
+        feed[var.initializer.inputs[1]] = value
+    sess.run([v.initializer for v in tf_vars], feed_dict=feed)
