@@ -24,9 +24,13 @@ def read_variables(variables: Sequence[Any]) -> list[np.ndarray]:
     if not tf_vars:
         return []
     if tf.executing_eagerly():
-        # `.numpy()` of a CPU tensor may share the variable's buffer until
-        # the next update; an explicit copy makes the snapshot independent.
-        return [np.array(v.numpy(), copy=True) for v in tf_vars]
+        out = []
+        for v in tf_vars:
+            value = v.numpy()  # normally a fresh host copy already
+            if not value.flags['OWNDATA'] or not value.flags['WRITEABLE']:
+                value = value.copy()  # it may alias a tensor buffer: detach it
+            out.append(value)
+        return out
     return list(get_default_session_or_error().run(tf_vars))
 
 
