@@ -3,10 +3,12 @@
 ``import tfsnippet as spt``; then ``with spt.TrainLoop(...) as loop:``.
 """
 
-from . import scaffold, utils
+from . import dataflows, scaffold, utils
+from .dataflows import DataFlow, DataMapper, SlidingWindow
 from .scaffold import *  # noqa: F401,F403
 from .scaffold import __all__ as _scaffold_all
 
 __version__ = '0.3.0.dev0'
 
-__all__ = ['scaffold', 'utils', '__version__'] + list(_scaffold_all)
+__all__ = (['dataflows', 'scaffold', 'utils', '__version__', 'DataFlow', 'DataMapper',
+            'SlidingWindow'] + list(_scaffold_all))

@@ -144,6 +144,7 @@ class CheckpointSaver:
         self._graph_mode = not tf.executing_eagerly()
         self._saver = None
         self._saver_key = None
+        self._labels: dict[str, str] = {}
         if self._graph_mode:
             # graph savers add ops: build them now, before the graph is finalized
             self._get_saver(self._variable_dict())
@@ -166,51 +167,95 @@ class CheckpointSaver:
 
     # ------------------------------------------------------------ variables
     def _variable_dict(self) -> dict[str, tf.Variable]:
-        """``{checkpoint name: tf.Variable}``, each variable once."""
+        """``{checkpoint key: tf.Variable}``, each variable once.
+
+        Variables of a dict are keyed by the dict's keys and ``tf.Variable``\\ s
+        of a list by name.  Keras variables of a list and the variables of a
+        model/layer/optimizer/module are keyed by position (``variables/3``,
+        ``model/3``): Keras names them by creation order in the process
+        (``dense_1`` for a model built twice), so their names would not match
+        between a run and its resumption in the same process (a notebook).
+        :attr:`variable_labels` maps each key to the variable's name.
+        """
         out: dict[str, tf.Variable] = {}
+        labels: dict[str, str] = {}
         seen: set[int] = set()
 
-        def add(name: str, var: Any, unique: bool) -> None:
+        def add(key: str, var: Any, unique: bool) -> None:
             tf_var = as_tf_variable(var)
             if id(tf_var) in seen:
                 return
-            if name in out:
+            if key in out:
                 if not unique:
-                    raise ValueError(f'Two variables are saved under the same name {name!r}')
-                base, i = name, 1
+                    raise ValueError(f'Two variables are saved under the same name {key!r}')
+                base, i = key, 1
                 while f'{base}_{i}' in out:
                     i += 1
-                name = f'{base}_{i}'
+                key = f'{base}_{i}'
             seen.add(id(tf_var))
-            out[name] = tf_var
+            out[key] = tf_var
+            labels[key] = variable_name(var)
 
         if isinstance(self._variables, dict):
             for name, var in self._variables.items():
                 add(name, var, unique=False)
         else:
-            for var in self._variables:
-                add(variable_name(var), var, unique=True)
+            for i, var in enumerate(self._variables):
+                by_name = self._graph_mode or isinstance(var, tf.Variable)
+                add(variable_name(var) if by_name else f'variables/{i}', var, unique=True)
         for key, obj in self._objects.items():
             if isinstance(obj, CheckpointSavableObject):
                 continue
             if is_variable(obj):
                 add(key, obj, unique=False)
             else:
-                for var in obj.variables:
-                    add(f'{key}/{variable_name(var)}', var, unique=True)
+                for i, var in enumerate(obj.variables):
+                    add(f'{key}/{i}', var, unique=True)
+        self._labels = labels
         return out
 
+    @property
+    def variable_labels(self) -> dict[str, str]:
+        """``{checkpoint key: variable name}`` of the variables saved now."""
+        self._variable_dict()
+        return dict(self._labels)
+
     def _get_saver(self, var_dict: dict[str, tf.Variable]) -> Any:
+        """Graph mode: the ``tf.compat.v1.train.Saver`` of `var_dict`, built once."""
         key = tuple((name, id(v)) for name, v in var_dict.items())
         if self._saver is None or key != self._saver_key:
-            if self._graph_mode and self._saver is not None:
+            if self._saver is not None:
                 raise ValueError(
                     'The variables to save changed after the saver was created in '
                     'graph mode; create the saver after all variables')
             self._saver = tf.compat.v1.train.Saver(
-                var_list=var_dict, max_to_keep=None, save_relative_paths=True) if var_dict else None
+                var_list=var_dict, max_to_keep=None) if var_dict else None
             self._saver_key = key
         return self._saver
+
+    def _write_variables(self, var_dict: dict[str, tf.Variable], prefix: str) -> None:
+        if not var_dict:
+            return
+        if self._graph_mode:
+            self._get_saver(var_dict).save(self._session(), prefix, write_meta_graph=False,
+                                           write_state=False)
+            return
+        names = list(var_dict)
+        tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[''] * len(names),
+                          tensors=[var_dict[n].read_value() for n in names])
+
+    def _read_variables(self, var_dict: dict[str, tf.Variable], prefix: str) -> None:
+        if not var_dict:
+            return
+        if self._graph_mode:
+            self._get_saver(var_dict).restore(self._session(), prefix)
+            return
+        names = list(var_dict)
+        values = tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=names,
+                                      shape_and_slices=[''] * len(names),
+                                      dtypes=[var_dict[n].dtype for n in names])
+        for name, value in zip(names, values):
+            var_dict[name].assign(value)
 
     def _session(self) -> Any:
         return get_default_session_or_error() if self._graph_mode else None
@@ -277,7 +322,6 @@ class CheckpointSaver:
         """
         global_step = int(global_step)
         var_dict = self._variable_dict()
-        saver = self._get_saver(var_dict)
         states = {key: obj.get_state() for key, obj in self._objects.items()
                   if isinstance(obj, CheckpointSavableObject)}
         os.makedirs(self._save_dir, exist_ok=True)
@@ -286,12 +330,10 @@ class CheckpointSaver:
         tmp = os.path.join(self._save_dir, f'{_TMP_PREFIX}{name}-{uuid.uuid4().hex}')
         os.makedirs(tmp)
         try:
-            if saver is not None:
-                saver.save(self._session(), os.path.join(tmp, _VARS_PREFIX),
-                           write_meta_graph=False, write_state=False)
+            self._write_variables(var_dict, os.path.join(tmp, _VARS_PREFIX))
             with open(os.path.join(tmp, _STATE_FILE), 'wb') as f:
                 pickle.dump({'format': _STATE_FORMAT, 'step': global_step,
-                             'variables': sorted(var_dict), 'objects': states},
+                             'variables': dict(self._labels), 'objects': states},
                             f, protocol=pickle.HIGHEST_PROTOCOL)
             if os.path.exists(final):
                 trash = os.path.join(self._save_dir, f'{_TMP_PREFIX}old-{uuid.uuid4().hex}')
@@ -347,14 +389,15 @@ class CheckpointSaver:
             except Exception as e:
                 raise CheckpointError(
                     f'Cannot read the variables of checkpoint {path!r}: {e}') from e
-        self._check_match(path, var_dict, saved_shapes)
+        self._check_match(path, var_dict, saved_shapes, self._labels,
+                          saved.get('variables') or {})
         missing = [k for k, obj in self._objects.items()
                    if isinstance(obj, CheckpointSavableObject) and k not in saved['objects']]
         if missing:
             raise KeyError(f'Objects {missing} not found in the checkpoint: {path}')
         if var_dict:
             try:
-                self._get_saver(var_dict).restore(self._session(), prefix)
+                self._read_variables(var_dict, prefix)
             except tf.errors.OpError as e:
                 raise CheckpointError(
                     f'Cannot read the variables of checkpoint {path!r}: {e}') from e
@@ -365,23 +408,28 @@ class CheckpointSaver:
 
     @staticmethod
     def _check_match(path: str, var_dict: dict[str, tf.Variable],
-                     saved_shapes: dict[str, list[int]]) -> None:
+                     saved_shapes: dict[str, list[int]], labels: dict[str, str],
+                     saved_labels: dict[str, str]) -> None:
+        def named(keys: list[str], names: dict[str, str]) -> list[str]:
+            return [k if names.get(k, k) == k else f'{k} ({names[k]})' for k in keys]
+
         problems = []
         missing = sorted(set(var_dict) - set(saved_shapes))
         if missing:
-            problems.append(f'missing from the checkpoint: {missing}')
+            problems.append(f'missing from the checkpoint: {named(missing, labels)}')
         unexpected = sorted(set(saved_shapes) - set(var_dict))
         if unexpected:
             problems.append(
-                f'in the checkpoint but not among the variables to restore: {unexpected} '
-                f'(a Keras optimizer creates its variables on its first step or '
-                f'`optimizer.build(model.trainable_variables)`)')
+                f'in the checkpoint but not among the variables to restore: '
+                f'{named(unexpected, saved_labels)} (a Keras optimizer creates its variables '
+                f'on its first step or `optimizer.build(model.trainable_variables)`)')
         mismatched = []
-        for name in sorted(set(var_dict) & set(saved_shapes)):
-            shape = var_dict[name].shape
-            want = tuple(saved_shapes[name])
+        for key in sorted(set(var_dict) & set(saved_shapes)):
+            shape = var_dict[key].shape
+            want = tuple(saved_shapes[key])
             if shape.rank is not None and tuple(shape.as_list()) != want:
-                mismatched.append(f'{name}: {tuple(shape.as_list())} vs saved {want}')
+                mismatched.append(
+                    f'{named([key], labels)[0]}: {tuple(shape.as_list())} vs saved {want}')
         if mismatched:
             problems.append(f'shapes differ: {mismatched}')
         if problems:
@@ -407,7 +455,7 @@ class CheckpointSaver:
         for path in reversed(paths):
             try:
                 return path, self.restore(path)
-            except CheckpointError as e:
+            except (CheckpointError, FileNotFoundError) as e:
                 warnings.warn(f'Skipping a checkpoint that cannot be read: {e}',
                               RuntimeWarning, stacklevel=2)
         if ignore_non_exist:

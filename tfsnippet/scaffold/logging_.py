@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -13,12 +14,18 @@ from ..utils.misc import humanize_duration
 from ..utils.statistics import StatisticsCollector
 from ..utils.tf_vars import as_tf_variable, is_variable
 
-__all__ = ['MetricFormatter', 'DefaultMetricFormatter', 'MetricLogger', 'TIME_METRIC_PATTERN',
-           'check_metric_value']
+__all__ = ['MetricFormatter', 'DefaultMetricFormatter', 'MetricLogger', 'LoopMetrics',
+           'TIME_METRIC_PATTERN', 'check_metric_value', 'format_metric_stats']
 
 #: Names matching this pattern are time metrics: formatted as durations,
 #: listed first, and reported through ``TIME_METRIC_STATS_PRINTED``.
 TIME_METRIC_PATTERN = re.compile(r'.*timer?$')
+
+
+@functools.lru_cache(maxsize=4096)
+def is_time_metric(name: str) -> bool:
+    """Whether metric `name` is a time metric (it ends in ``time`` or ``timer``)."""
+    return TIME_METRIC_PATTERN.match(name) is not None
 
 _NUMERIC_KINDS = frozenset('biuf')
 # Values collected per metric are kept as they arrive and reduced in one go
@@ -31,10 +38,9 @@ _PENDING_LIMIT = 1024
 def check_metric_value(name: str, value: Any) -> Any:
     """Check that `value` is numeric and return it in the form to store.
 
-    Python numbers and numpy scalars become Python floats/ints, numpy arrays
-    (and lists) become float64 arrays, eager tensors are kept as they are
-    (reduced later, when the logs are printed), and eager variables are
-    read.
+    Python numbers, numpy scalars and eager tensors are kept as they are
+    (reduced later, when the logs are printed), numpy arrays and lists
+    become float64 copies, and eager variables are read.
 
     Raises:
         TypeError: `value` is not numeric, or is a symbolic graph tensor or
@@ -46,7 +52,7 @@ def check_metric_value(name: str, value: Any) -> Any:
     if isinstance(value, np.generic):
         if value.dtype.kind not in _NUMERIC_KINDS:
             raise _not_numeric(name, value)
-        return value.item()
+        return value
     if isinstance(value, tf.Tensor):
         if not hasattr(value, 'numpy') or not tf.executing_eagerly():
             raise TypeError(
@@ -82,14 +88,51 @@ def _not_numeric(name: str, value: Any) -> TypeError:
         f'got {value!r}')
 
 
-def _reduce_into(collector: StatisticsCollector, values: list[Any]) -> None:
-    """Add the pending `values` (numbers, arrays, eager tensors) to `collector`."""
+def _to_float64(name: str, values: list[Any]) -> np.ndarray:
+    """The pending values of metric `name` as one flat float64 array."""
     try:
-        # one conversion for numbers, same-shaped arrays and eager tensors alike
-        arr = np.asarray(values, dtype=np.float64)
+        # one C-level conversion for numbers, numpy scalars and same-shaped arrays
+        return np.array(values, dtype=np.float64).reshape(-1)
     except (ValueError, TypeError):
-        arr = np.concatenate([np.asarray(v, dtype=np.float64).reshape(-1) for v in values])
-    collector.collect(arr.reshape(-1))
+        pass
+    parts = []
+    for v in values:
+        if isinstance(v, tf.Tensor):
+            v = v.numpy()
+        try:
+            parts.append(np.asarray(v, dtype=np.float64).reshape(-1))
+        except (ValueError, TypeError) as e:
+            raise TypeError(
+                f'Metric `{name}` received a value that is not numeric: {v!r}') from e
+    return np.concatenate(parts)
+
+
+def _reduce(name: str, values: list[Any]) -> StatisticsCollector:
+    """A collector holding the pending `values` (each element one unit-weight sample)."""
+    stats = StatisticsCollector()
+    try:
+        # numbers, numpy scalars and scalar eager tensors (one host copy each,
+        # taken here rather than on every step)
+        flat = np.fromiter(values, dtype=np.float64, count=len(values))
+    except (TypeError, ValueError):
+        flat = _to_float64(name, [v.numpy() if isinstance(v, tf.Tensor) else v for v in values])
+    stats._collect_unit_scalars(flat)
+    return stats
+
+
+def format_metric_stats(stats: Mapping[str, StatisticsCollector],
+                        formatter: MetricFormatter) -> str:
+    """``'name: mean (±stddev); ...'`` for the collectors that have values."""
+    pieces = []
+    for name in formatter.sort_metrics(stats):
+        c = stats[name]
+        if not c.has_value:
+            continue
+        text = f'{name.replace("_", " ")}: {formatter.format_metric(name, c.mean)}'
+        if c.counter > 1:
+            text += f' (±{formatter.format_metric(name, c.stddev)})'
+        pieces.append(text)
+    return '; '.join(pieces)
 
 
 class MetricFormatter:
@@ -119,14 +162,13 @@ class DefaultMetricFormatter(MetricFormatter):
     """
 
     def sort_metrics(self, names: Iterable[str]) -> list[str]:
-        names = list(names)
-        timers = sorted(n for n in names if TIME_METRIC_PATTERN.match(n))
-        others = sorted(n for n in names if not TIME_METRIC_PATTERN.match(n))
-        return timers + others
+        return sorted(names, key=lambda n: (not is_time_metric(n), n))
 
     def format_metric(self, name: str, value: Any) -> str:
-        value = float(np.mean(value))
-        if TIME_METRIC_PATTERN.match(name):
+        if isinstance(value, np.ndarray) and value.ndim:
+            value = np.mean(value)
+        value = float(value)
+        if is_time_metric(name):
             return humanize_duration(value, short_units=True)
         return f'{value:.6g}'
 
@@ -171,30 +213,22 @@ class MetricLogger:
             raise TypeError(f'`metrics` should be a dict, got {metrics!r}')
         checked = {name: check_metric_value(name, v) for name, v in metrics.items()}
         for name, v in checked.items():
-            self._add(name, v)
-
-    def _add(self, name: str, value: Any) -> None:
-        # `value` has passed `check_metric_value`
-        pending = self._pending.get(name)
-        if pending is None:
-            self._pending[name] = [value]
-        else:
-            pending.append(value)
-            if len(pending) >= _PENDING_LIMIT:
-                self._flush_one(name, pending)
-
-    def compact(self) -> None:
-        """Reduce long lists of raw values into the statistics, bounding memory."""
-        for name, pending in self._pending.items():
-            if len(pending) >= _PENDING_LIMIT:
-                self._flush_one(name, pending)
+            pending = self._pending.get(name)
+            if pending is None:
+                self._pending[name] = [v]
+            else:
+                pending.append(v)
+                if len(pending) >= _PENDING_LIMIT:
+                    self._flush_one(name, pending)
 
     def _flush_one(self, name: str, pending: list[Any]) -> None:
+        chunk = _reduce(name, pending)
+        pending.clear()
         stats = self._stats.get(name)
         if stats is None:
-            stats = self._stats[name] = StatisticsCollector()
-        _reduce_into(stats, pending)
-        pending.clear()
+            self._stats[name] = chunk
+        else:
+            stats.merge(chunk)
 
     @property
     def metrics(self) -> dict[str, StatisticsCollector]:
@@ -215,15 +249,92 @@ class MetricLogger:
         Underscores in names read as spaces; the ``(±...)`` part appears only
         for metrics with more than one sample.  Nothing collected gives ``''``.
         """
-        stats = self.metrics
-        fmt = self._formatter
-        pieces = []
-        for name in fmt.sort_metrics(stats):
-            c = stats[name]
-            if not c.has_value:
-                continue
-            text = f'{name.replace("_", " ")}: {fmt.format_metric(name, c.mean)}'
-            if c.counter > 1:
-                text += f' (±{fmt.format_metric(name, c.stddev)})'
-            pieces.append(text)
-        return '; '.join(pieces)
+        return format_metric_stats(self.metrics, self._formatter)
+
+
+class LoopMetrics:
+    """The step and epoch statistics of a training loop, kept in one place.
+
+    Values collected inside a step loop count for both the step statistics
+    (printed and cleared by a step-level ``print_logs``) and the epoch
+    statistics; values collected outside count for the epoch only.  Each
+    value is appended once to a list and reduced once (on printing, or in
+    chunks of 1024), the chunk's moments then merged into both collectors,
+    so the per-step cost is one list append and an eager tensor is copied
+    to the host once.
+    """
+
+    def __init__(self) -> None:
+        self.step_pending: dict[str, list[Any]] = {}    # inside steps, not reduced yet
+        self.epoch_pending: dict[str, list[Any]] = {}   # outside steps, not reduced yet
+        self._step_stats: dict[str, StatisticsCollector] = {}
+        self._epoch_stats: dict[str, StatisticsCollector] = {}
+
+    def _reduce_step_values(self, name: str, values: list[Any]) -> None:
+        chunk = _reduce(name, values)
+        values.clear()
+        for stats in (self._step_stats, self._epoch_stats):
+            c = stats.get(name)
+            if c is None:
+                c = stats[name] = StatisticsCollector()
+            c.merge(chunk)
+
+    def compact(self) -> None:
+        """Reduce long lists of pending values, bounding memory."""
+        for name, values in self.step_pending.items():
+            if len(values) >= _PENDING_LIMIT:
+                self._reduce_step_values(name, values)
+        for name, values in self.epoch_pending.items():
+            if len(values) >= _PENDING_LIMIT:
+                self._reduce_epoch_values(name, values)
+
+    def _reduce_epoch_values(self, name: str, values: list[Any]) -> None:
+        chunk = _reduce(name, values)
+        values.clear()
+        c = self._epoch_stats.get(name)
+        if c is None:
+            self._epoch_stats[name] = chunk
+        else:
+            c.merge(chunk)
+
+    def step_stats(self) -> dict[str, StatisticsCollector]:
+        """The statistics since the last step-level clear."""
+        for name, values in self.step_pending.items():
+            if values:
+                self._reduce_step_values(name, values)
+        return dict(self._step_stats)
+
+    def epoch_stats(self) -> dict[str, StatisticsCollector]:
+        """The statistics since the last epoch-level clear."""
+        for name, values in self.step_pending.items():
+            if values:
+                self._reduce_step_values(name, values)
+        for name, values in self.epoch_pending.items():
+            if values:
+                self._reduce_epoch_values(name, values)
+        return dict(self._epoch_stats)
+
+    def clear_step(self) -> None:
+        """Forget the step statistics (values stay in the epoch statistics)."""
+        for name, values in self.step_pending.items():
+            if values:
+                self._reduce_step_values(name, values)
+        self._step_stats.clear()
+
+    def clear_epoch(self) -> None:
+        """Forget the epoch statistics (values stay in the step statistics)."""
+        for name, values in self.step_pending.items():
+            if values:
+                self._reduce_step_values(name, values)
+        for values in self.epoch_pending.values():
+            values.clear()
+        self._epoch_stats.clear()
+
+    def clear(self) -> None:
+        """Forget everything (the pending lists are emptied in place)."""
+        for values in self.step_pending.values():
+            values.clear()
+        for values in self.epoch_pending.values():
+            values.clear()
+        self._step_stats.clear()
+        self._epoch_stats.clear()

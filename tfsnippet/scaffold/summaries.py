@@ -217,7 +217,13 @@ class SummaryLogger(LoopComponent):
     def add_summary(self, summary: Any, step: int) -> None:
         """Write a summary proto (or its bytes) at `step`, after the buffered values."""
         self.flush()
-        self._writer.add_summary(_as_summary_proto(summary), step)
+        self._write(_as_summary_proto(summary), step)
+
+    def _write(self, summary: summary_pb2.Summary, step: int) -> None:
+        if isinstance(self._writer, SummaryWriter):
+            self._writer.add_summary(summary, step)
+        else:  # a foreign writer (tf.compat.v1.summary.FileWriter) takes serialized bytes
+            self._writer.add_summary(summary.SerializeToString(), step)
 
     def flush(self) -> None:
         """Write the buffered values and flush the writer."""
@@ -229,12 +235,9 @@ class SummaryLogger(LoopComponent):
                     value = value.numpy()
                 by_step.setdefault(step, {})[tag] = float(np.mean(value))
             for step, values in by_step.items():
-                if isinstance(self._writer, SummaryWriter):
-                    self._writer.add_scalars(values, step)
-                else:
-                    self._writer.add_summary(summary_pb2.Summary(value=[
-                        summary_pb2.Summary.Value(tag=t, simple_value=v)
-                        for t, v in values.items()]), step)
+                self._write(summary_pb2.Summary(value=[
+                    summary_pb2.Summary.Value(tag=t, simple_value=v)
+                    for t, v in values.items()]), step)
         if self._writer is not None:
             self._writer.flush()
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from ..dataflows import DataFlow
 from ..utils.concepts import DisposableContext
 from ..utils.events import EventSource
 from ..utils.misc import ETA, humanize_duration
@@ -22,8 +23,8 @@ from .checkpoint import Checkpointer
 from .component import LoopComponent
 from .early_stopping import EarlyStopping
 from .event_keys import EventKeys
-from .logging_ import (TIME_METRIC_PATTERN, DefaultMetricFormatter, MetricFormatter, MetricLogger,
-                       check_metric_value)
+from .logging_ import (DefaultMetricFormatter, LoopMetrics, MetricFormatter, check_metric_value,
+                       format_metric_stats, is_time_metric)
 from .summaries import DEFAULT_SUMMARY_SKIP_PATTERN, SummaryLogger
 from .summary_table import summarize_variables
 
@@ -254,6 +255,11 @@ class TrainLoop(DisposableContext):
         self._components: list[LoopComponent] = []
         self._stop_reason: str | None = None
         self._stop_requested = False
+        self._dataflows: list[DataFlow] = []      # DataFlows given to iter_steps, in order
+        self._pending_flow_states: list[Any] = []  # their positions, from a checkpoint
+        self._resume_epoch_steps: int | None = None  # steps done in an epoch to continue
+        self._epoch_first_step = 0                # `step` when the current epoch began
+        self._epoch_finished = False              # AFTER_EPOCH of the current epoch fired
 
         # the optional features, as components
         self._early_stopping = None
@@ -299,11 +305,12 @@ class TrainLoop(DisposableContext):
         self._epoch_start: float | None = None  # running epoch timer
         self._step_start: float | None = None   # running step timer
         self._eta: ETA | None = None
-        self._epoch_logger = MetricLogger(metric_formatter)
-        self._step_logger = MetricLogger(metric_formatter)
-        # the loggers' raw value lists, appended to directly on the hot path
-        self._epoch_pending = self._epoch_logger._pending
-        self._step_pending = self._step_logger._pending
+        self._metrics = LoopMetrics()
+        # the raw value lists, appended to directly on the hot path
+        self._epoch_pending = self._metrics.epoch_pending
+        self._step_pending = self._metrics.step_pending
+        # {metric name: type of its values} once checked, for a one-lookup check
+        self._metric_value_types: dict[str, type] = {}
 
     def __repr__(self) -> str:
         return f'TrainLoop(epoch={self._epoch}, step={self._step})'
@@ -466,10 +473,20 @@ class TrainLoop(DisposableContext):
 
     # ------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
-        """The loop's persistent state as plain data (for checkpoints)."""
+        """The loop's persistent state as plain data (for checkpoints).
+
+        Besides the counters and the best validation metric it records, when
+        taken inside an epoch (before ``AFTER_EPOCH``), how many steps of that
+        epoch are done, and the position of each :class:`DataFlow` given to
+        :meth:`iter_steps`, so that a resumed loop continues that epoch.
+        """
+        in_epoch = self._within_epoch and not self._epoch_finished
         return {'epoch': self._epoch, 'step': self._step,
                 'best_valid_metric': self._best_valid_metric,
-                'steps_per_epoch': self._steps_per_epoch}
+                'steps_per_epoch': self._steps_per_epoch,
+                'epoch_steps': self._step - self._epoch_first_step if in_epoch else None,
+                'dataflows': [f.state_dict() if f.is_resumable else None
+                              for f in self._dataflows]}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Put back a state from :meth:`state_dict`, before any epoch is opened.
@@ -489,6 +506,9 @@ class TrainLoop(DisposableContext):
         self._best_valid_metric = None if best is None else float(best)
         spe = state.get('steps_per_epoch')
         self._steps_per_epoch = None if spe is None else float(spe)
+        epoch_steps = state.get('epoch_steps')
+        self._resume_epoch_steps = None if epoch_steps is None else int(epoch_steps)
+        self._pending_flow_states = list(state.get('dataflows') or ())
 
     # -------------------------------------------------------------- components
     def add_component(self, component: LoopComponent) -> None:
@@ -532,8 +552,7 @@ class TrainLoop(DisposableContext):
                     c.on_exit(self, error)
             finally:
                 self._eta = None
-                self._epoch_logger.clear()
-                self._step_logger.clear()
+                self._metrics.clear()
 
     # ------------------------------------------------------------ iterations
     def iter_epochs(self) -> Iterator[int]:
@@ -580,16 +599,25 @@ class TrainLoop(DisposableContext):
                     self.println(f'Training stopped at epoch {self._epoch}, step '
                                  f'{self._step}: {self._stop_reason}')
                     break
-                if self._max_epoch is not None and self._epoch >= self._max_epoch:
+                resuming = self._resume_epoch_steps is not None
+                if (not resuming and self._max_epoch is not None and
+                        self._epoch >= self._max_epoch):
                     self._stop_reason = 'max_epoch reached'
                     break
                 if self._max_step is not None and self._step >= self._max_step:
                     self._stop_reason = 'max_step reached'
                     break
-                self._epoch += 1
+                if resuming:  # continue the epoch a checkpoint was taken in
+                    self._epoch_first_step = self._step - self._resume_epoch_steps
+                else:
+                    self._epoch += 1
+                    self._epoch_first_step = self._step
+                self._epoch_finished = False
                 self._epoch_start = clock()
                 events.fire(EventKeys.BEFORE_EPOCH, self)
                 yield self._epoch
+                self._resume_epoch_steps = None
+                self._epoch_finished = True
                 events.reverse_fire(EventKeys.AFTER_EPOCH, self)
                 self._stop_epoch_timer()
                 self._steps_per_epoch = self._step / self._epoch
@@ -597,8 +625,7 @@ class TrainLoop(DisposableContext):
             self._within_epoch = False
             self._epoch_start = None
             self._is_best_valid_metric = False
-            self._epoch_logger.clear()
-            self._step_logger.clear()
+            self._metrics.clear()
 
     def iter_steps(self, data_generator: Iterable[Any] | None = None) -> Iterator[Any]:
         """Iterate through the steps of the current epoch.
@@ -627,11 +654,26 @@ class TrainLoop(DisposableContext):
                 'prevent an unstoppable step loop')
         iterator = None
         if data is not None:
+            skip = self._resume_epoch_steps
+            self._resume_epoch_steps = None
+            if isinstance(data, DataFlow):
+                if not any(f is data for f in self._dataflows):
+                    self._dataflows.append(data)
+                    index = len(self._dataflows) - 1
+                    if index < len(self._pending_flow_states):
+                        state = self._pending_flow_states[index]
+                        self._pending_flow_states[index] = None
+                        if state is not None and data.is_resumable:
+                            data.load_state_dict(state)
+                            skip = None   # the flow is back at its exact position
             try:
                 iterator = iter(data)
             except TypeError as e:
                 raise TypeError(
                     f'`data_generator` must be iterable, got {data!r}') from e
+            if skip:
+                # not a resumable DataFlow: skip what the interrupted epoch consumed
+                iterator = itertools.islice(iterator, skip, None)
         return self._steps_generator(iterator, owns_iterator=iterator is not data)
 
     def _steps_generator(self, iterator: Iterator[Any] | None,
@@ -644,8 +686,8 @@ class TrainLoop(DisposableContext):
         after = self._after_step_handlers
         time_handlers = self._time_metrics_handlers
         clock = self._clock
-        step_pending = self._step_pending
-        epoch_pending = self._epoch_pending
+        # the metric lists are emptied in place, never replaced, while steps run
+        add_step_time = self._step_pending.setdefault('step_time', []).append
         batches = iterator if iterator is not None else itertools.repeat(None)
         try:
             if self._stop_requested or (self._max_step is not None and
@@ -666,22 +708,12 @@ class TrainLoop(DisposableContext):
                 if self._step_start is not None:  # else print_logs() recorded it
                     self._step_start = None
                     seconds = clock() - start
-                    values = step_pending.get('step_time')
-                    if values is None:
-                        step_pending['step_time'] = [seconds]
-                    else:
-                        values.append(seconds)
-                    values = epoch_pending.get('step_time')
-                    if values is None:
-                        epoch_pending['step_time'] = [seconds]
-                    else:
-                        values.append(seconds)
+                    add_step_time(seconds)
                     if time_handlers:
                         self._events.fire(EventKeys.TIME_METRICS_COLLECTED, self,
                                           {'step_time': seconds})
                 if not step & _COMPACT_MASK:
-                    self._step_logger.compact()
-                    self._epoch_logger.compact()
+                    self._metrics.compact()
                 if self._stop_requested or (self._max_step is not None and
                                             step >= self._max_step):
                     break
@@ -696,9 +728,12 @@ class TrainLoop(DisposableContext):
 
     # ------------------------------------------------------------ timers
     def _record_time(self, name: str, seconds: float) -> None:
-        if self._within_step:
-            self._step_logger._add(name, seconds)
-        self._epoch_logger._add(name, seconds)
+        pending = self._step_pending if self._within_step else self._epoch_pending
+        values = pending.get(name)
+        if values is None:
+            pending[name] = [seconds]
+        else:
+            values.append(seconds)
         if self._time_metrics_handlers:
             self._events.fire(EventKeys.TIME_METRICS_COLLECTED, self, {name: seconds})
 
@@ -737,53 +772,42 @@ class TrainLoop(DisposableContext):
             metrics = {**metrics, **kwargs}
         if not self._within_epoch:
             raise RuntimeError(f'{_NOT_IN_LOOP}: `collect_metrics()` needs a loop')
+        types = self._metric_value_types
         for name, value in metrics.items():
-            t = type(value)
-            if (t is not float and t is not int) or type(name) is not str:
+            if types.get(name) is not type(value):
                 checked = self._check_metrics(metrics)
                 break
         else:
             checked = metrics
-        epoch_pending = self._epoch_pending
-        if self._within_step:
-            step_pending = self._step_pending
-            for name, value in checked.items():
-                values = epoch_pending.get(name)
-                if values is None:
-                    epoch_pending[name] = [value]
-                else:
-                    values.append(value)
-                values = step_pending.get(name)
-                if values is None:
-                    step_pending[name] = [value]
-                else:
-                    values.append(value)
-        else:
-            for name, value in checked.items():
-                values = epoch_pending.get(name)
-                if values is None:
-                    epoch_pending[name] = [value]
-                else:
-                    values.append(value)
+        pending = self._step_pending if self._within_step else self._epoch_pending
+        for name, value in checked.items():
+            values = pending.get(name)
+            if values is None:
+                pending[name] = [value]
+            else:
+                values.append(value)
         if self._metrics_handlers:
             self._events.fire(EventKeys.METRICS_COLLECTED, self, metrics)
         valid_name = self._valid_metric_name
         if valid_name is not None and valid_name in checked:
             self._update_best_valid_metric(checked[valid_name])
 
-    @staticmethod
-    def _check_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    def _check_metrics(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
         out = {}
         for name, value in metrics.items():
             if not isinstance(name, str):
                 raise TypeError(f'Metric names must be str, got {name!r}')
             out[name] = check_metric_value(name, value)
+        for name, value in metrics.items():
+            if out[name] is value:   # kept as it is: values of this type need no check
+                self._metric_value_types[name] = type(value)
         return out
 
     def _update_best_valid_metric(self, value: Any) -> None:
-        if isinstance(value, tf.Tensor):
-            value = value.numpy()
-        value = float(np.mean(value))
+        if type(value) is not float:
+            if isinstance(value, tf.Tensor):
+                value = value.numpy()
+            value = float(np.mean(value))
         best = self._best_valid_metric
         improved = best is None or (
             value < best if self._valid_metric_smaller_is_better else value > best)
@@ -874,27 +898,28 @@ class TrainLoop(DisposableContext):
         """
         if self._within_step:
             self._stop_step_timer()
-            logger = self._step_logger
+            stats = self._metrics.step_stats()
+            clear = self._metrics.clear_step
         elif self._within_epoch:
             self._stop_epoch_timer()
-            logger = self._epoch_logger
+            stats = self._metrics.epoch_stats()
+            clear = self._metrics.clear_epoch
         else:
             raise RuntimeError(f'{_NOT_IN_LOOP}: `print_logs()` needs a loop')
-        line = logger.format_logs()
+        line = format_metric_stats(stats, self._metric_formatter)
         if self._is_best_valid_metric:
             line += ' (*)'
             self._is_best_valid_metric = False
         self.println(line, with_tag=True)
-        stats = logger.metrics
-        metric_stats = {k: v for k, v in stats.items() if not TIME_METRIC_PATTERN.match(k)}
-        time_stats = {k: v for k, v in stats.items() if TIME_METRIC_PATTERN.match(k)}
+        metric_stats = {k: v for k, v in stats.items() if not is_time_metric(k)}
+        time_stats = {k: v for k, v in stats.items() if is_time_metric(k)}
         try:
             if metric_stats:
                 self._events.fire(EventKeys.METRIC_STATS_PRINTED, self, metric_stats)
             if time_stats:
                 self._events.fire(EventKeys.TIME_METRIC_STATS_PRINTED, self, time_stats)
         finally:
-            logger.clear()
+            clear()
 
     def print_training_summary(self) -> None:
         """Print the table of `param_vars` (grouped by `var_groups`), then an empty line.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -28,13 +29,14 @@ class StatisticsCollector:
     """
 
     def __init__(self, shape: Sequence[int] = ()):
-        self._shape = tuple(int(s) for s in shape)
+        self._shape = () if shape == () else tuple(int(s) for s in shape)
         self.reset()
 
     def reset(self) -> None:
         """Forget every value collected so far."""
-        self._mean = np.zeros(self._shape, dtype=np.float64)
-        self._square = np.zeros(self._shape, dtype=np.float64)
+        # scalar moments are Python floats: far cheaper than 0-d arrays
+        self._mean: Any = 0. if not self._shape else np.zeros(self._shape, dtype=np.float64)
+        self._square: Any = 0. if not self._shape else np.zeros(self._shape, dtype=np.float64)
         self._weight_sum = 0.
         self._counter = 0
 
@@ -45,17 +47,19 @@ class StatisticsCollector:
 
     @property
     def mean(self) -> np.ndarray:
-        """The weighted mean of the samples."""
-        return self._mean
+        """The weighted mean of the samples (a ``np.float64`` for scalars)."""
+        return np.float64(self._mean) if not self._shape else self._mean
 
     @property
     def square(self) -> np.ndarray:
         """The weighted mean of the squared samples, E[X**2]."""
-        return self._square
+        return np.float64(self._square) if not self._shape else self._square
 
     @property
     def var(self) -> np.ndarray:
         """The weighted (population) variance, ``max(E[X**2] - E[X]**2, 0)``."""
+        if not self._shape:
+            return np.float64(max(self._square - self._mean * self._mean, 0.))
         return np.maximum(self._square - self._mean ** 2, 0.)
 
     @property
@@ -77,6 +81,35 @@ class StatisticsCollector:
     def has_value(self) -> bool:
         """Whether at least one sample has been collected."""
         return self._counter > 0
+
+    def merge(self, other: StatisticsCollector) -> None:
+        """Add all samples of `other` (a collector of the same shape).
+
+        Raises:
+            ValueError: The shapes differ.
+        """
+        if other._shape != self._shape:
+            raise ValueError(f'Shape mismatch: {other._shape} vs {self._shape}')
+        self._add_moments(other._mean, other._square, other._weight_sum, other._counter)
+
+    def _add_moments(self, mean: Any, square: Any, weight_sum: float, counter: int) -> None:
+        """Add `counter` samples of total weight `weight_sum` with these weighted moments."""
+        if counter == 0:
+            return
+        if weight_sum:
+            new_weight_sum = self._weight_sum + weight_sum
+            ratio = weight_sum / new_weight_sum
+            self._mean = self._mean + (mean - self._mean) * ratio
+            self._square = self._square + (square - self._square) * ratio
+            self._weight_sum = new_weight_sum
+        self._counter += counter
+
+    def _collect_unit_scalars(self, values: np.ndarray) -> None:
+        """Fast path: add each element of a 1-d float64 array as a sample of weight 1."""
+        n = values.size
+        if n:
+            self._add_moments(float(values.sum()) / n, float(np.dot(values, values)) / n,
+                              float(n), n)
 
     def collect(self, values, weight=1.) -> None:
         """Add a batch of samples.
@@ -108,10 +141,8 @@ class StatisticsCollector:
         if batch_weight == 0.:
             self._counter += batch_size
             return
-        new_weight_sum = self._weight_sum + batch_weight
-        ratio = batch_weight / new_weight_sum
-        self._mean = self._mean + (np.sum(flat * w, axis=0) / batch_weight - self._mean) * ratio
-        self._square = self._square + (
-            np.sum(flat * flat * w, axis=0) / batch_weight - self._square) * ratio
-        self._weight_sum = new_weight_sum
-        self._counter += batch_size
+        mean = np.sum(flat * w, axis=0) / batch_weight
+        square = np.sum(flat * flat * w, axis=0) / batch_weight
+        if not self._shape:
+            mean, square = float(mean), float(square)
+        self._add_moments(mean, square, batch_weight, batch_size)

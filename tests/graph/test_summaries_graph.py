@@ -1,0 +1,141 @@
+"""TensorBoard summaries of the loop with TF1-style graph code (API.md section 7.8).
+
+Metrics come from ``session.run``; ``add_summary`` gets the serialized
+bytes of ``tf.compat.v1.summary`` ops.  Event files are read back with
+tensorboard's EventAccumulator.
+"""
+
+import re
+
+import pytest
+import tensorflow as tf
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import tfsnippet as spt
+
+v1 = tf.compat.v1
+
+
+def accumulate(logdir):
+    ea = EventAccumulator(str(logdir), size_guidance={'scalars': 0})
+    ea.Reload()
+    return ea
+
+
+def read_scalars(logdir):
+    ea = accumulate(logdir)
+    return {tag: sorted((e.step, e.value) for e in ea.Scalars(tag))
+            for tag in ea.Tags()['scalars']}
+
+
+class Graph:
+    """``loss = step / 4`` from a placeholder, and summary ops of a value ``x``."""
+
+    def __init__(self, session):
+        self.session = session
+        self.step_in = v1.placeholder(tf.float32, [], name='step_in')
+        self.loss = self.step_in / 4.
+        self.x_in = v1.placeholder(tf.float32, [], name='x_in')
+        self.x_summary = v1.summary.scalar('x', self.x_in)
+        self.merged = v1.summary.merge_all()
+
+    def loss_of(self, step):
+        return self.session.run(self.loss, feed_dict={self.step_in: step})
+
+
+LOSS = [(s, s * 0.25) for s in range(1, 7)]
+VALID = [(3, 0.5), (6, 1.)]
+
+
+def train(loop, g, clock, summary_op='merged'):
+    with loop:
+        for epoch in loop.iter_epochs():
+            for step, _ in loop.iter_steps(range(3)):
+                clock.advance(2.)
+                loop.collect_metrics(loss=g.loss_of(step))
+            with loop.timeit('valid_time'):
+                clock.advance(2.)
+                loop.collect_metrics(valid_loss=g.loss_of(2 * epoch))
+            loop.add_summary(g.session.run(getattr(g, summary_op),
+                                           feed_dict={g.x_in: 10. * epoch}))
+
+
+@pytest.mark.parametrize('summary_op', ['merged', 'x_summary'])
+def test_metrics_and_session_run_summaries(session, tmp_path, fake_clock, summary_op):
+    g = Graph(session)
+    loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), clock=fake_clock,
+                         print_func=lambda s: None)
+    train(loop, g, fake_clock, summary_op)
+    assert read_scalars(tmp_path) == {
+        'metrics/loss': LOSS,
+        'metrics/valid_loss': VALID,
+        'x': [(3, 10.), (6, 20.)],
+        'global_step/sec': [(3, 0.375), (6, 0.375)],
+    }
+
+
+def test_commit_freqs_prefix_and_skip_pattern(session, tmp_path, fake_clock):
+    g = Graph(session)
+    loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), clock=fake_clock,
+                         summary_commit_freqs={'loss': 2}, summary_metric_prefix='m/',
+                         summary_skip_pattern=r'valid_loss$', print_func=lambda s: None)
+    train(loop, g, fake_clock)
+    scalars = read_scalars(tmp_path)
+    assert sorted(scalars) == ['global_step/sec', 'm/epoch_time', 'm/loss', 'm/step_time',
+                               'm/valid_time', 'x']
+    assert scalars['m/loss'] == [(1, 0.25), (3, 0.75), (5, 1.25)]
+    assert scalars['m/valid_time'] == [(3, 2.), (6, 2.)]
+
+
+def test_summary_graph_is_written(session, graph, tmp_path, fake_clock):
+    g = Graph(session)
+    loop = spt.TrainLoop(max_epoch=1, summary_dir=str(tmp_path), summary_graph=graph,
+                         clock=fake_clock, print_func=lambda s: None)
+    with loop:
+        for _ in loop.iter_epochs():
+            for step, _ in loop.iter_steps([0]):
+                loop.collect_metrics(loss=g.loss_of(step))
+    ea = accumulate(tmp_path)
+    assert ea.Tags()['graph'] is True
+    names = {node.name for node in ea.Graph().node}
+    assert {'step_in', 'x_in'} <= names
+    assert read_scalars(tmp_path)['metrics/loss'] == [(1, 0.25)]
+
+
+def test_no_graph_without_summary_graph(session, tmp_path):
+    loop = spt.TrainLoop(max_epoch=1, summary_dir=str(tmp_path), print_func=lambda s: None)
+    with loop:
+        for _ in loop.iter_epochs():
+            loop.collect_metrics(loss=1.)
+    assert accumulate(tmp_path).Tags()['graph'] is False
+
+
+def test_user_writer_is_not_closed(session, tmp_path, fake_clock):
+    g = Graph(session)
+    writer = spt.SummaryWriter(str(tmp_path / 'spt'))
+    train(spt.TrainLoop(max_epoch=2, summary_writer=writer, clock=fake_clock,
+                        print_func=lambda s: None), g, fake_clock)
+    writer.add_summary(session.run(g.merged, feed_dict={g.x_in: 5.}), 9)   # still open
+    writer.close()
+    assert read_scalars(tmp_path / 'spt')['x'] == [(3, 10.), (6, 20.), (9, 5.)]
+
+
+def test_tf_file_writer_as_summary_writer(session, tmp_path, fake_clock):
+    # TrainLoop's docstring: `summary_writer` may be a tf.compat.v1.summary.FileWriter
+    g = Graph(session)
+    file_writer = v1.summary.FileWriter(str(tmp_path / 'tf'))
+    train(spt.TrainLoop(max_epoch=2, summary_writer=file_writer, clock=fake_clock,
+                        print_func=lambda s: None), g, fake_clock)
+    file_writer.add_summary(session.run(g.merged, feed_dict={g.x_in: 5.}), 9)
+    file_writer.close()
+    scalars = read_scalars(tmp_path / 'tf')
+    assert scalars['metrics/loss'] == LOSS
+    assert scalars['x'] == [(3, 10.), (6, 20.), (9, 5.)]
+
+
+def test_loop_opened_writer_is_closed(session, tmp_path):
+    loop = spt.TrainLoop(max_epoch=1, summary_dir=str(tmp_path), print_func=lambda s: None)
+    with loop:
+        writer = loop.summary_writer
+    with pytest.raises(RuntimeError, match=re.escape('This SummaryWriter has been closed')):
+        writer.add_scalars({'late': 1.}, step=1)

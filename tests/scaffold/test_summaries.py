@@ -1,0 +1,201 @@
+"""TensorBoard summaries of the loop in eager mode (API.md section 7.8).
+
+The event files are read back with tensorboard's EventAccumulator and
+compared as ``{tag: [(step, value), ...]}``.  The values are chosen to be
+exact in float32, and the times come from the fake clock, so every number
+is known by hand.
+"""
+
+import os
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import tfsnippet as spt
+from tfsnippet import EventKeys
+
+
+def read_scalars(logdir):
+    """``{tag: [(step, value), ...]}`` of every scalar in `logdir`, in step order."""
+    ea = EventAccumulator(str(logdir), size_guidance={'scalars': 0})
+    ea.Reload()
+    return {tag: sorted((e.step, e.value) for e in ea.Scalars(tag))
+            for tag in ea.Tags()['scalars']}
+
+
+def x_summary(value):
+    return tf.compat.v1.Summary(value=[tf.compat.v1.Summary.Value(tag='x', simple_value=value)])
+
+
+def train(loop, clock, loss=lambda step: step * 0.25, add_x=True):
+    """Two epochs of three 2-second steps, then a 2-second validation.
+
+    ``loss`` is collected at every step, ``valid_loss = epoch / 2`` between
+    epochs (timed as ``valid_time``), and a summary ``x = 10 * epoch`` is
+    added after it.
+    """
+    with loop:
+        for epoch in loop.iter_epochs():
+            for step, _ in loop.iter_steps(range(3)):
+                clock.advance(2.)
+                loop.collect_metrics(loss=loss(step))
+            with loop.timeit('valid_time'):
+                clock.advance(2.)
+                loop.collect_metrics(valid_loss=epoch * 0.5)
+            if add_x:
+                loop.add_summary(x_summary(10. * epoch))
+            loop.print_logs()
+
+
+LOSS = [(s, s * 0.25) for s in range(1, 7)]
+VALID = [(3, 0.5), (6, 1.)]
+# three steps in 8 seconds (6 s of steps and 2 s of validation) per epoch
+STEPS_PER_SEC = [(3, 0.375), (6, 0.375)]
+
+
+def test_metrics_summaries_and_steps_per_second(tmp_path, fake_clock):
+    loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), clock=fake_clock,
+                         print_func=lambda s: None)
+    train(loop, fake_clock)
+    assert read_scalars(tmp_path) == {
+        'metrics/loss': LOSS,
+        'metrics/valid_loss': VALID,
+        'x': [(3, 10.), (6, 20.)],
+        'global_step/sec': STEPS_PER_SEC,
+    }
+
+
+def test_summaries_are_flushed_at_the_end_of_each_epoch(tmp_path, fake_clock):
+    loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), clock=fake_clock,
+                         print_func=lambda s: None)
+    seen_in_epoch_2 = None
+    with loop:
+        for epoch in loop.iter_epochs():
+            if epoch == 2:
+                seen_in_epoch_2 = read_scalars(tmp_path)
+            for step, _ in loop.iter_steps(range(3)):
+                fake_clock.advance(1.)
+                loop.collect_metrics(loss=step * 0.25)
+    assert seen_in_epoch_2 == {'metrics/loss': LOSS[:3], 'global_step/sec': [(3, 1.)]}
+    assert read_scalars(tmp_path)['metrics/loss'] == LOSS
+
+
+def test_summary_commit_freqs(tmp_path, fake_clock):
+    loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), clock=fake_clock,
+                         summary_commit_freqs={'loss': 2}, print_func=lambda s: None)
+    train(loop, fake_clock, add_x=False)
+    scalars = read_scalars(tmp_path)
+    assert scalars['metrics/loss'] == [(1, 0.25), (3, 0.75), (5, 1.25)]
+    assert scalars['metrics/valid_loss'] == VALID
+
+
+@pytest.mark.parametrize('prefix', ['train/', ''])
+def test_summary_metric_prefix(tmp_path, fake_clock, prefix):
+    loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), clock=fake_clock,
+                         summary_metric_prefix=prefix, print_func=lambda s: None)
+    train(loop, fake_clock, add_x=False)
+    assert read_scalars(tmp_path) == {f'{prefix}loss': LOSS, f'{prefix}valid_loss': VALID,
+                                      'global_step/sec': STEPS_PER_SEC}
+
+
+@pytest.mark.parametrize('pattern', ['valid_.*', re.compile('valid_.*')], ids=['str', 'regex'])
+def test_summary_skip_pattern_replaces_the_default(tmp_path, fake_clock, pattern):
+    loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), clock=fake_clock,
+                         summary_skip_pattern=pattern, print_func=lambda s: None)
+    train(loop, fake_clock, add_x=False)
+    scalars = read_scalars(tmp_path)
+    # valid_loss and valid_time are skipped; the other time metrics are written now
+    assert sorted(scalars) == ['global_step/sec', 'metrics/epoch_time', 'metrics/loss',
+                               'metrics/step_time']
+    assert scalars['metrics/step_time'] == [(s, 2.) for s in range(1, 7)]
+
+
+def test_no_skip_pattern_writes_time_metrics(tmp_path, fake_clock):
+    loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), clock=fake_clock,
+                         summary_skip_pattern=None, print_func=lambda s: None)
+    train(loop, fake_clock, add_x=False)
+    scalars = read_scalars(tmp_path)
+    assert scalars['metrics/valid_time'] == [(3, 2.), (6, 2.)]
+    assert scalars['metrics/step_time'] == [(s, 2.) for s in range(1, 7)]
+    # epoch_time stops at the epoch-level print_logs (after the validation)
+    assert scalars['metrics/epoch_time'] == [(3, 8.), (6, 8.)]
+    assert scalars['metrics/valid_loss'] == VALID
+
+
+def test_eager_tensors_and_arrays_as_values(tmp_path, fake_clock):
+    loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), clock=fake_clock,
+                         print_func=lambda s: None)
+    # a tensor of two samples: its mean is written
+    train(loop, fake_clock, add_x=False,
+          loss=lambda step: tf.constant([step * 0.125, step * 0.375]))
+    assert read_scalars(tmp_path)['metrics/loss'] == LOSS
+
+    loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path / 'np'), clock=fake_clock,
+                         print_func=lambda s: None)
+    train(loop, fake_clock, add_x=False, loss=lambda step: np.float32(step * 0.25))
+    assert read_scalars(tmp_path / 'np')['metrics/loss'] == LOSS
+
+
+def test_add_summary_proto_and_bytes(tmp_path):
+    added = []
+    loop = spt.TrainLoop(max_epoch=1, summary_dir=str(tmp_path), print_func=lambda s: None)
+    loop.events.on(EventKeys.SUMMARY_ADDED, lambda lp, summary: added.append((lp.step, summary)))
+    proto = x_summary(1.5)
+    with loop:
+        loop.add_summary(proto)                              # step 0
+        for _ in loop.iter_epochs():
+            for step, _ in loop.iter_steps(range(2)):
+                loop.add_summary(x_summary(2.5 * step).SerializeToString())
+    scalars = read_scalars(tmp_path)
+    assert sorted(scalars) == ['global_step/sec', 'x']
+    assert scalars['x'] == [(0, 1.5), (1, 2.5), (2, 5.)]
+    assert added[0] == (0, proto)
+    assert [step for step, _ in added] == [0, 1, 2]
+
+
+def test_user_writer_is_not_closed_by_the_loop(tmp_path, fake_clock):
+    writer = spt.SummaryWriter(str(tmp_path))
+    loop = spt.TrainLoop(max_epoch=2, summary_writer=writer, clock=fake_clock,
+                         print_func=lambda s: None)
+    train(loop, fake_clock)
+    assert loop.summary_writer is writer
+    writer.add_scalars({'after': 4.}, step=7)        # still writable
+    writer.close()
+    assert read_scalars(tmp_path) == {
+        'metrics/loss': LOSS, 'metrics/valid_loss': VALID, 'x': [(3, 10.), (6, 20.)],
+        'global_step/sec': STEPS_PER_SEC, 'after': [(7, 4.)]}
+
+
+def test_loop_opened_writer_is_closed_on_exit(tmp_path, fake_clock):
+    loop = spt.TrainLoop(max_epoch=1, summary_dir=str(tmp_path), clock=fake_clock,
+                         print_func=lambda s: None)
+    assert loop.summary_writer is None
+    with loop:
+        writer = loop.summary_writer
+        assert isinstance(writer, spt.SummaryWriter)
+        assert os.path.abspath(writer.logdir) == str(tmp_path)
+        for _ in loop.iter_epochs():
+            for _ in loop.iter_steps([1]):
+                loop.collect_metrics(loss=0.5)
+    assert loop.summary_writer is None
+    with pytest.raises(RuntimeError, match=re.escape('This SummaryWriter has been closed')):
+        writer.add_scalars({'late': 1.}, step=9)
+    assert read_scalars(tmp_path) == {'metrics/loss': [(1, 0.5)]}
+
+
+def test_summaries_are_written_when_the_loop_exits_through_an_error(tmp_path, fake_clock):
+    loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), clock=fake_clock,
+                         print_func=lambda s: None)
+    with pytest.raises(ValueError, match='stop here'):
+        with loop:
+            for _ in loop.iter_epochs():
+                for step, _ in loop.iter_steps(range(3)):
+                    fake_clock.advance(1.)
+                    loop.collect_metrics(loss=step * 0.25)
+                    if step == 2:
+                        raise ValueError('stop here')
+    # the values buffered in the unfinished epoch reach the file
+    assert read_scalars(tmp_path) == {'metrics/loss': LOSS[:2]}

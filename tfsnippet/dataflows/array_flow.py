@@ -1,0 +1,205 @@
+"""Mini-batches of numpy arrays, optionally shuffled, resumable mid-epoch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from .base import ExtraInfoDataFlow
+
+__all__ = ['ArrayFlow', 'SeqFlow', 'make_random_state']
+
+
+def make_random_state(random_state: Any) -> np.random.RandomState | np.random.Generator:
+    """A numpy random generator from `random_state`.
+
+    ``None`` draws a seed from numpy's global generator (so ``np.random.seed``
+    makes it reproducible); an int is a seed; a ``RandomState`` or
+    ``Generator`` is used as it is.
+    """
+    if random_state is None:
+        return np.random.RandomState(np.random.randint(0xffffffff))
+    if isinstance(random_state, (np.random.RandomState, np.random.Generator)):
+        return random_state
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        return np.random.RandomState(int(random_state))
+    raise TypeError(
+        f'`random_state` must be None, an int seed, a numpy RandomState or Generator, '
+        f'got {random_state!r}')
+
+
+def _get_rng_state(rng: np.random.RandomState | np.random.Generator) -> dict:
+    if isinstance(rng, np.random.Generator):
+        return rng.bit_generator.state
+    return rng.get_state(legacy=False)
+
+
+def _set_rng_state(rng: np.random.RandomState | np.random.Generator, state: dict) -> None:
+    if isinstance(rng, np.random.Generator):
+        rng.bit_generator.state = state
+    else:
+        rng.set_state(state)
+
+
+def _check_batch_size(batch_size: Any) -> int:
+    if isinstance(batch_size, np.integer):
+        batch_size = int(batch_size)
+    if type(batch_size) is not int:
+        raise TypeError(f'`batch_size` must be a positive int, got {batch_size!r}')
+    if batch_size < 1:
+        raise ValueError(f'`batch_size` must be a positive int, got {batch_size!r}')
+    return batch_size
+
+
+class ArrayFlow(ExtraInfoDataFlow):
+    """Mini-batches of rows of several arrays of the same length.
+
+    Each batch is a tuple holding ``batch_size`` rows of each array (the last
+    one smaller, unless `skip_incomplete`).  The arrays of a batch are
+    read-only: views of the source without shuffling, copies with it.
+
+    Args:
+        arrays: Numpy arrays (anything with ``shape`` and fancy indexing) of
+            the same length along their first axis.
+        batch_size: Rows per batch.
+        shuffle: Draw a new order of the rows at the start of each epoch.
+        skip_incomplete: Drop a last batch smaller than `batch_size`.
+        random_state: Seed (int), ``np.random.RandomState`` or
+            ``np.random.Generator`` for shuffling; ``None`` seeds from numpy's
+            global generator.  The same seed gives the same batches in the
+            same order in every process.
+
+    Raises:
+        ValueError: `arrays` is empty, holds arrays of different lengths or
+            0-d arrays; `batch_size` is not positive; `skip_incomplete` leaves
+            no batch at all.
+        TypeError: An entry of `arrays` is not array-like, or `random_state`
+            has the wrong type.
+    """
+
+    def __init__(self, arrays: Sequence[np.ndarray], batch_size: int, shuffle: bool = False,
+                 skip_incomplete: bool = False, random_state: Any = None):
+        arrays = tuple(arrays) if isinstance(arrays, (list, tuple)) else arrays
+        if not isinstance(arrays, tuple):
+            raise TypeError(f'`arrays` must be a list or tuple of arrays, got {arrays!r}')
+        if not arrays:
+            raise ValueError('`arrays` must not be empty.')
+        for i, a in enumerate(arrays):
+            if not hasattr(a, 'shape') or not hasattr(a, '__getitem__'):
+                raise TypeError(f'`arrays[{i}]` must be a numpy-like array, got {a!r}')
+            if len(a.shape) < 1:
+                raise ValueError(f'`arrays[{i}]` must be at least 1-d, got shape {a.shape}')
+        lengths = [int(a.shape[0]) for a in arrays]
+        if len(set(lengths)) != 1:
+            raise ValueError(f'`arrays` must have the same data length, got lengths {lengths}')
+        batch_size = _check_batch_size(batch_size)
+        length = lengths[0]
+        if skip_incomplete and length < batch_size:
+            raise ValueError(
+                f'`skip_incomplete=True` with {length} rows and `batch_size` {batch_size} '
+                f'gives no batch at all: every epoch would be empty')
+        super().__init__(
+            array_count=len(arrays), data_length=length,
+            data_shapes=tuple(tuple(int(d) for d in a.shape[1:]) for a in arrays),
+            batch_size=batch_size, skip_incomplete=bool(skip_incomplete),
+            is_shuffled=bool(shuffle))
+        self._arrays = arrays
+        self._rng = make_random_state(random_state) if shuffle else None
+        self._resume: dict | None = None
+        self._epoch_rng_state: dict | None = None   # rng state the running epoch began with
+        self._served = 0                            # batches served in the running epoch
+        self._in_epoch = False
+
+    @property
+    def the_arrays(self) -> tuple:
+        """The source arrays, as given."""
+        return self._arrays
+
+    @property
+    def is_resumable(self) -> bool:
+        return True
+
+    def state_dict(self) -> dict[str, Any]:
+        if self._resume is not None:
+            return dict(self._resume)
+        if self._in_epoch:
+            return {'start': self._epoch_rng_state, 'served': self._served}
+        return {'start': _get_rng_state(self._rng) if self._rng is not None else None,
+                'served': 0}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self._is_iterating:
+            raise RuntimeError('`load_state_dict()` cannot be called while the flow is iterated')
+        served = state['served']
+        if type(served) is not int or served < 0:
+            raise ValueError(f'`state["served"]` must be a non-negative int, got {served!r}')
+        if (state['start'] is None) != (self._rng is None):
+            raise ValueError('The saved position is of a flow that was '
+                             + ('not ' if state['start'] is None else '') + 'shuffled')
+        self._resume = {'start': state['start'], 'served': served}
+
+    def _minibatch_iterator(self) -> Iterator[tuple]:
+        rng = self._rng
+        skip = 0
+        if self._resume is not None:
+            resume, self._resume = self._resume, None
+            skip = resume['served']
+            if rng is not None:
+                _set_rng_state(rng, resume['start'])
+        order = None
+        if rng is not None:
+            self._epoch_rng_state = _get_rng_state(rng)
+            order = rng.permutation(self._data_length)
+        n, bs = self._data_length, self._batch_size
+        stop = n - n % bs if self._skip_incomplete else n
+        arrays = self._arrays
+        self._served = skip
+        self._in_epoch = True
+        try:
+            for start in range(skip * bs, stop, bs):
+                if order is None:
+                    batch = tuple([a[start:start + bs] for a in arrays])
+                else:
+                    index = order[start:start + bs]
+                    batch = tuple([a[index] for a in arrays])
+                for a in batch:
+                    a.flags.writeable = False
+                self._served += 1
+                yield batch
+        finally:
+            self._in_epoch = False
+
+
+class SeqFlow(ArrayFlow):
+    """Mini-batches of ``np.arange(start, stop, step, dtype=dtype)``.
+
+    Raises:
+        ValueError: `batch_size` is missing (see also :class:`ArrayFlow`).
+    """
+
+    def __init__(self, start: int, stop: int, step: int = 1, batch_size: int | None = None,
+                 shuffle: bool = False, skip_incomplete: bool = False, dtype: Any = np.int32,
+                 random_state: Any = None):
+        if batch_size is None:
+            raise ValueError('`batch_size` is required.')
+        super().__init__([np.arange(start, stop, step, dtype=dtype)], batch_size,
+                         shuffle=shuffle, skip_incomplete=skip_incomplete,
+                         random_state=random_state)
+        self._start, self._stop, self._step = start, stop, step
+
+    @property
+    def start(self) -> int:
+        """The first number."""
+        return self._start
+
+    @property
+    def stop(self) -> int:
+        """The end of the range (not included)."""
+        return self._stop
+
+    @property
+    def step(self) -> int:
+        """The step between numbers."""
+        return self._step
