@@ -120,6 +120,18 @@ def _reduce(name: str, values: list[Any]) -> StatisticsCollector:
     return stats
 
 
+def _move_pending(name: str, values: list[Any],
+                  targets: tuple[dict[str, StatisticsCollector], ...]) -> None:
+    """Reduce the pending `values` of metric `name` into each of `targets`, then empty them."""
+    chunk = _reduce(name, values)
+    values.clear()
+    for stats in targets:
+        c = stats.get(name)
+        if c is None:
+            c = stats[name] = StatisticsCollector()
+        c.merge(chunk)
+
+
 def format_metric_stats(stats: Mapping[str, StatisticsCollector],
                         formatter: MetricFormatter) -> str:
     """``'name: mean (±stddev); ...'`` for the collectors that have values."""
@@ -219,23 +231,14 @@ class MetricLogger:
             else:
                 pending.append(v)
                 if len(pending) >= _PENDING_LIMIT:
-                    self._flush_one(name, pending)
-
-    def _flush_one(self, name: str, pending: list[Any]) -> None:
-        chunk = _reduce(name, pending)
-        pending.clear()
-        stats = self._stats.get(name)
-        if stats is None:
-            self._stats[name] = chunk
-        else:
-            stats.merge(chunk)
+                    _move_pending(name, pending, (self._stats,))
 
     @property
     def metrics(self) -> dict[str, StatisticsCollector]:
         """``{name: StatisticsCollector}`` of every metric collected since the last clear."""
         for name, pending in self._pending.items():
             if pending:
-                self._flush_one(name, pending)
+                _move_pending(name, pending, (self._stats,))
         return dict(self._stats)
 
     def clear(self) -> None:
@@ -270,62 +273,41 @@ class LoopMetrics:
         self._step_stats: dict[str, StatisticsCollector] = {}
         self._epoch_stats: dict[str, StatisticsCollector] = {}
 
-    def _reduce_step_values(self, name: str, values: list[Any]) -> None:
-        chunk = _reduce(name, values)
-        values.clear()
-        for stats in (self._step_stats, self._epoch_stats):
-            c = stats.get(name)
-            if c is None:
-                c = stats[name] = StatisticsCollector()
-            c.merge(chunk)
+    def _reduce_step_values(self) -> None:
+        for name, values in self.step_pending.items():
+            if values:
+                _move_pending(name, values, (self._step_stats, self._epoch_stats))
 
     def compact(self) -> None:
         """Reduce long lists of pending values, bounding memory."""
         for name, values in self.step_pending.items():
             if len(values) >= _PENDING_LIMIT:
-                self._reduce_step_values(name, values)
+                _move_pending(name, values, (self._step_stats, self._epoch_stats))
         for name, values in self.epoch_pending.items():
             if len(values) >= _PENDING_LIMIT:
-                self._reduce_epoch_values(name, values)
-
-    def _reduce_epoch_values(self, name: str, values: list[Any]) -> None:
-        chunk = _reduce(name, values)
-        values.clear()
-        c = self._epoch_stats.get(name)
-        if c is None:
-            self._epoch_stats[name] = chunk
-        else:
-            c.merge(chunk)
+                _move_pending(name, values, (self._epoch_stats,))
 
     def step_stats(self) -> dict[str, StatisticsCollector]:
         """The statistics since the last step-level clear."""
-        for name, values in self.step_pending.items():
-            if values:
-                self._reduce_step_values(name, values)
+        self._reduce_step_values()
         return dict(self._step_stats)
 
     def epoch_stats(self) -> dict[str, StatisticsCollector]:
         """The statistics since the last epoch-level clear."""
-        for name, values in self.step_pending.items():
-            if values:
-                self._reduce_step_values(name, values)
+        self._reduce_step_values()
         for name, values in self.epoch_pending.items():
             if values:
-                self._reduce_epoch_values(name, values)
+                _move_pending(name, values, (self._epoch_stats,))
         return dict(self._epoch_stats)
 
     def clear_step(self) -> None:
         """Forget the step statistics (values stay in the epoch statistics)."""
-        for name, values in self.step_pending.items():
-            if values:
-                self._reduce_step_values(name, values)
+        self._reduce_step_values()
         self._step_stats.clear()
 
     def clear_epoch(self) -> None:
         """Forget the epoch statistics (values stay in the step statistics)."""
-        for name, values in self.step_pending.items():
-            if values:
-                self._reduce_step_values(name, values)
+        self._reduce_step_values()
         for values in self.epoch_pending.values():
             values.clear()
         self._epoch_stats.clear()
