@@ -170,12 +170,38 @@ def test_second_with_while_entered():
     assert exits == [1]
 
 
-def test_add_component_after_entering():
+def test_add_component_inside_an_epoch():
+    loop = spt.TrainLoop(max_epoch=1)
+    with loop:
+        for _ in loop.iter_epochs():
+            with pytest.raises(RuntimeError, match=re.escape(
+                    'Components must be added outside of the epoch loop')):
+                loop.add_component(spt.LoopComponent())
+
+
+def test_add_component_after_the_loop_was_left():
     loop = spt.TrainLoop()
     with loop:
-        with pytest.raises(RuntimeError, match=re.escape(
-                'Components must be added before the loop is entered')):
-            loop.add_component(spt.LoopComponent())
+        pass
+    with pytest.raises(RuntimeError, match=re.escape(
+            'Components cannot be added to a loop that has been left')):
+        loop.add_component(spt.LoopComponent())
+
+
+def test_add_component_inside_the_with_block_enters_it_at_once():
+    calls = []
+
+    class Recorder(spt.LoopComponent):
+        def on_enter(self, loop):
+            calls.append(('enter', loop.within_epoch))
+
+        def on_exit(self, loop, error):
+            calls.append(('exit', error))
+
+    with spt.TrainLoop() as loop:
+        loop.add_component(Recorder())
+        assert calls == [('enter', False)]
+    assert calls == [('enter', False), ('exit', None)]
 
 
 def test_add_component_that_is_not_a_component():

@@ -395,6 +395,17 @@ class TrainLoop(DisposableContext):
         return self._within_step
 
     @property
+    def print_func(self) -> Callable[[str], Any]:
+        """The function receiving every printed line; settable."""
+        return self._print_func
+
+    @print_func.setter
+    def print_func(self, func: Callable[[str], Any]) -> None:
+        if not callable(func):
+            raise TypeError(f'`print_func` must be callable, got {func!r}')
+        self._print_func = func
+
+    @property
     def clock(self) -> Callable[[], float]:
         """The loop's time source."""
         return self._clock
@@ -512,17 +523,26 @@ class TrainLoop(DisposableContext):
 
     # -------------------------------------------------------------- components
     def add_component(self, component: LoopComponent) -> None:
-        """Plug `component` into this loop; must be done before entering it.
+        """Plug `component` into this loop.
+
+        Added inside the ``with`` block (outside any epoch), its
+        :meth:`~LoopComponent.on_enter` runs at once; added before, when the
+        loop is entered.  A component that keeps state should be added
+        before entering, so that a resumed checkpoint can restore it.
 
         Raises:
             TypeError: `component` is not a :class:`LoopComponent`.
-            RuntimeError: The loop has already been entered.
+            RuntimeError: The loop has been left, or an epoch loop is open.
         """
         if not isinstance(component, LoopComponent):
             raise TypeError(f'`component` must be a LoopComponent, got {component!r}')
-        if self._has_entered:
-            raise RuntimeError('Components must be added before the loop is entered')
+        if self._has_entered and not self._is_entered:
+            raise RuntimeError('Components cannot be added to a loop that has been left')
+        if self._within_epoch:
+            raise RuntimeError('Components must be added outside of the epoch loop')
         self._components.append(component)
+        if self._is_entered:
+            component.on_enter(self)
 
     # ----------------------------------------------------------- enter / exit
     def _enter(self) -> TrainLoop:

@@ -1,0 +1,222 @@
+"""Evaluation over a data flow: weighted means of metrics, in either TensorFlow style."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from ..scaffold.event_keys import EventKeys
+from ..utils.events import EventSource
+from ..utils.session import get_default_session_or_error
+from .feed_dict import merge_feed_dict, resolve_feed_dict
+from .trainer import check_inputs_match, is_graph_fetch
+
+__all__ = ['Evaluator', 'Validator', 'auto_batch_weight']
+
+
+def auto_batch_weight(*batch_arrays: Any) -> float:
+    """The weight of a batch: the length of its first array (``1.`` if it has none).
+
+    Example:
+        >>> auto_batch_weight(np.arange(7), np.arange(5))
+        7.0
+    """
+    try:
+        return float(len(batch_arrays[0]))
+    except (IndexError, TypeError):
+        return 1.
+
+
+class Evaluator:
+    """Computes metrics over `data_flow` and collects their weighted means into the loop.
+
+    **Graph style**: `metrics` is a scalar tensor (named after the loop's
+    ``valid_metric_name``) or ``{name: scalar tensor}``, run with the batch
+    fed to `inputs`.  **Eager style**: `metrics` is a function called as
+    ``metrics(*batch)`` that returns a scalar or ``{name: scalar}``;
+    tensors are read once, after the last batch.
+
+    :meth:`run` (inside an epoch of the loop) fires ``BEFORE_EXECUTION``,
+    evaluates every batch, sets :attr:`last_metrics_dict`, passes it to
+    ``loop.collect_metrics`` (which may set a new best validation metric),
+    fires ``AFTER_EXECUTION``, and records the time it took as
+    `time_metric_name`.
+
+    Args:
+        loop: The :class:`~tfsnippet.TrainLoop`.
+        metrics: See above.
+        inputs: Graph style: the placeholders of the batch arrays.
+        data_flow: The evaluation batches.
+        feed_dict: Extra feeds (graph) or keyword arguments (eager).
+        time_metric_name: The name of the time metric (``None``: not timed).
+        batch_weight_func: ``f(*batch) -> weight`` of each batch in the mean
+            (default: its length); ``None`` weighs all batches equally.
+
+    Raises:
+        ValueError: `metrics` is empty or (graph) holds a non-scalar tensor.
+        TypeError: `metrics` is neither tensors nor a callable.
+    """
+
+    def __init__(self, loop: Any, metrics: Any, inputs: Sequence[Any] | None = None,
+                 data_flow: Any = None, feed_dict: Mapping | None = None,
+                 time_metric_name: str | None = 'eval_time',
+                 batch_weight_func: Callable[..., float] | None = auto_batch_weight):
+        from ..scaffold.train_loop_ import TrainLoop
+        if not isinstance(loop, TrainLoop):
+            raise TypeError(f'`loop` must be a TrainLoop, got {loop!r}')
+        if metrics is None or (isinstance(metrics, Mapping) and not metrics):
+            raise ValueError('`metrics` is required: a scalar tensor, a dict of them, or a '
+                             'function of the batch returning the metrics')
+        if data_flow is None or not hasattr(data_flow, '__iter__'):
+            raise ValueError(f'`data_flow` must be an iterable of batches, got {data_flow!r}')
+        if batch_weight_func is not None and not callable(batch_weight_func):
+            raise TypeError(f'`batch_weight_func` must be callable or None, got '
+                            f'{batch_weight_func!r}')
+        if callable(metrics) and not is_graph_fetch(metrics):
+            self._graph = False
+            if inputs is not None:
+                raise ValueError('`inputs` is for graph tensors; a metrics function receives '
+                                 'the arrays of each batch as its arguments')
+        else:
+            self._graph = True
+            if not isinstance(metrics, Mapping):
+                metrics = {loop.valid_metric_name or 'valid_loss': metrics}
+            checked = {}
+            for name, t in metrics.items():
+                if not isinstance(name, str):
+                    raise TypeError(f'`metrics` keys must be str, got {name!r}')
+                if not is_graph_fetch(t):
+                    raise TypeError(
+                        f'`metrics[{name!r}]` must be a graph tensor (or pass a function of '
+                        f'the batch in eager mode), got {t!r}')
+                if t.shape.rank is not None and t.shape.rank != 0:
+                    raise ValueError(f'Metric is not a scalar tensor: {name!r} is {t!r}')
+                checked[name] = t
+            metrics = checked
+            if inputs is None:
+                raise ValueError('`inputs` is required with graph metrics: the placeholders '
+                                 'to feed each batch to')
+            inputs = list(inputs)
+            check_inputs_match(inputs, data_flow)
+        self._loop = loop
+        self._metrics = metrics
+        self._inputs = inputs
+        self._data_flow = data_flow
+        self._feed_dict = dict(feed_dict or {})
+        self._time_metric_name = time_metric_name
+        self._batch_weight_func = batch_weight_func
+        self._events = EventSource((EventKeys.BEFORE_EXECUTION, EventKeys.AFTER_EXECUTION))
+        self._last_metrics_dict: dict[str, float] = {}
+
+    @property
+    def loop(self) -> Any:
+        """The training loop."""
+        return self._loop
+
+    @property
+    def events(self) -> EventSource:
+        """``BEFORE_EXECUTION`` / ``AFTER_EXECUTION`` of each :meth:`run`."""
+        return self._events
+
+    @property
+    def metrics(self) -> Any:
+        """``{name: tensor}`` (graph) or the metrics function (eager)."""
+        return self._metrics
+
+    @property
+    def inputs(self) -> list | None:
+        """The placeholders (graph style)."""
+        return self._inputs
+
+    @property
+    def data_flow(self) -> Any:
+        """The evaluation batches."""
+        return self._data_flow
+
+    @property
+    def feed_dict(self) -> dict:
+        """The extra feeds or keyword arguments."""
+        return self._feed_dict
+
+    @property
+    def time_metric_name(self) -> str | None:
+        """The name of the time metric."""
+        return self._time_metric_name
+
+    @property
+    def batch_weight_func(self) -> Callable[..., float] | None:
+        """The batch weight function."""
+        return self._batch_weight_func
+
+    @property
+    def last_metrics_dict(self) -> dict[str, float]:
+        """The metrics of the last run that saw a batch."""
+        return self._last_metrics_dict
+
+    def _evaluate_batch(self, batch: Any, run_feed_dict: Mapping | None) -> dict[str, Any]:
+        if self._graph:
+            if len(batch) != len(self._inputs):
+                raise ValueError(f'`inputs` has {len(self._inputs)} placeholders but a batch '
+                                 f'of `data_flow` holds {len(batch)} arrays')
+            feed = resolve_feed_dict(merge_feed_dict(
+                self._feed_dict, run_feed_dict, zip(self._inputs, batch)), inplace=True)
+            names = list(self._metrics)
+            values = get_default_session_or_error().run(
+                [self._metrics[n] for n in names], feed_dict=feed)
+            return dict(zip(names, values))
+        kwargs = resolve_feed_dict(merge_feed_dict(self._feed_dict, run_feed_dict), inplace=True)
+        out = self._metrics(*batch, **kwargs)
+        if not isinstance(out, Mapping):
+            out = {self._loop.valid_metric_name or 'valid_loss': out}
+        return dict(out)
+
+    def run(self, feed_dict: Mapping | None = None) -> None:
+        """Evaluate all batches and collect the weighted means into the loop.
+
+        Raises:
+            ValueError: A metric of a batch is not a scalar.
+        """
+        if self._time_metric_name is not None:
+            with self._loop.timeit(self._time_metric_name):
+                self._run(feed_dict)
+        else:
+            self._run(feed_dict)
+
+    def _run(self, feed_dict: Mapping | None) -> None:
+        self._events.fire(EventKeys.BEFORE_EXECUTION, self)
+        values: dict[str, list[Any]] = {}
+        weights: list[float] = []
+        for batch in self._data_flow:
+            out = self._evaluate_batch(batch, feed_dict)
+            weights.append(1. if self._batch_weight_func is None
+                           else float(self._batch_weight_func(*batch)))
+            for name, value in out.items():
+                values.setdefault(name, []).append(value)
+        if weights:
+            result = {}
+            for name, items in values.items():
+                if len(items) != len(weights):
+                    raise ValueError(f'Metric {name!r} was not returned for every batch')
+                arr = [np.asarray(v.numpy() if isinstance(v, tf.Tensor) else v) for v in items]
+                for a in arr:
+                    if a.shape != ():
+                        raise ValueError(f'Metric is not a scalar: {name!r} has value {a!r}')
+                result[name] = float(np.average(np.asarray(arr, dtype=np.float64),
+                                                weights=weights))
+            self._last_metrics_dict = result
+            self._loop.collect_metrics(result)
+        self._events.reverse_fire(EventKeys.AFTER_EXECUTION, self)
+
+
+class Validator(Evaluator):
+    """Deprecated: an :class:`Evaluator` timed as ``valid_time``."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        warnings.warn('Class `Validator` is deprecated; use :class:`Evaluator` instead.',
+                      DeprecationWarning, stacklevel=2)
+        kwargs.setdefault('time_metric_name', 'valid_time')
+        super().__init__(*args, **kwargs)

@@ -1,0 +1,122 @@
+"""Gradient clipping and accumulation over several mini-batches, for both styles."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from ..utils.tf_vars import as_tf_variable
+
+__all__ = ['clip_gradients', 'GradientAccumulator']
+
+
+def clip_gradients(grads: Sequence[Any], clip_norm: float | None = None,
+                   clip_value: float | None = None) -> list[Any]:
+    """Clip gradients by their global norm and/or element-wise by value.
+
+    Works on eager tensors (inside or outside ``tf.function``) and on graph
+    tensors alike; ``None`` gradients stay ``None``.
+
+    Args:
+        grads: The gradients (e.g. ``tape.gradient(loss, variables)`` or the
+            first items of ``optimizer.compute_gradients(loss)``).
+        clip_norm: Rescale so that the global norm is at most this.
+        clip_value: Then clip each element to ``[-clip_value, clip_value]``.
+
+    Raises:
+        ValueError: Neither option is given, or one is not positive.
+    """
+    if clip_norm is None and clip_value is None:
+        raise ValueError('Give `clip_norm` and/or `clip_value`')
+    for name, value in (('clip_norm', clip_norm), ('clip_value', clip_value)):
+        if value is not None and (isinstance(value, bool) or
+                                  not isinstance(value, (int, float)) or not value > 0):
+            raise ValueError(f'`{name}` must be a positive number, got {value!r}')
+    grads = list(grads)
+    if clip_norm is not None:
+        present = [g for g in grads if g is not None]
+        clipped, _ = tf.clip_by_global_norm(present, clip_norm)
+        it = iter(clipped)
+        grads = [None if g is None else next(it) for g in grads]
+    if clip_value is not None:
+        grads = [None if g is None else tf.clip_by_value(g, -clip_value, clip_value)
+                 for g in grads]
+    return grads
+
+
+class GradientAccumulator:
+    """Averages the gradients of N mini-batches, then applies them once.
+
+    Each :meth:`apply` call adds the gradients to accumulators; every
+    `num_batches`-th call applies their mean with the optimizer (after
+    optional clipping) and resets them.  One call serves both styles:
+
+    * eager: call it inside the ``tf.function`` step; it runs the update
+      with ``tf.cond``, so a Keras optimizer must be built first
+      (``optimizer.build(variables)``);
+    * graph: it returns an op to run every step in ``session.run``.
+
+    Args:
+        variables: The trained variables (graph, eager or Keras).
+        num_batches: How many mini-batches make one update.
+        clip_norm, clip_value: Passed to :func:`clip_gradients` for the mean.
+
+    Raises:
+        ValueError: `num_batches` is not a positive int, or `variables` is empty.
+    """
+
+    def __init__(self, variables: Sequence[Any], num_batches: int,
+                 clip_norm: float | None = None, clip_value: float | None = None):
+        if type(num_batches) is not int or num_batches < 1:
+            raise ValueError(f'`num_batches` must be a positive int, got {num_batches!r}')
+        self._variables = [as_tf_variable(v) for v in variables]
+        if not self._variables:
+            raise ValueError('`variables` must not be empty')
+        self._num_batches = num_batches
+        self._clip_norm = clip_norm
+        self._clip_value = clip_value
+        with tf.name_scope('gradient_accumulator'):
+            self._sums = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
+                                      name='sum') for v in self._variables]
+            self._count = tf.Variable(0, dtype=tf.int64, trainable=False, name='count')
+
+    @property
+    def num_batches(self) -> int:
+        """How many mini-batches make one update."""
+        return self._num_batches
+
+    @property
+    def variables(self) -> list[tf.Variable]:
+        """The accumulators and the counter (initialize them in graph mode)."""
+        return self._sums + [self._count]
+
+    def apply(self, optimizer: Any, grads: Sequence[Any]) -> Any:
+        """Accumulate `grads`; on every `num_batches`-th call apply the mean.
+
+        Returns:
+            In graph mode the op to run; in eager mode whether an update happened.
+        """
+        grads = list(grads)
+        if len(grads) != len(self._variables):
+            raise ValueError(f'{len(grads)} gradients given for {len(self._variables)} variables')
+        adds = [s.assign_add(g) for s, g in zip(self._sums, grads) if g is not None]
+        with tf.control_dependencies(adds):
+            count = self._count.assign_add(1)
+
+        def update() -> Any:
+            mean = [s / tf.cast(self._num_batches, s.dtype) for s in self._sums]
+            if self._clip_norm is not None or self._clip_value is not None:
+                mean = clip_gradients(mean, self._clip_norm, self._clip_value)
+            applied = optimizer.apply_gradients(zip(mean, self._variables))
+            deps = [applied] if isinstance(applied, tf.Operation) else []
+            with tf.control_dependencies(deps):
+                resets = [s.assign(tf.zeros_like(s)) for s in self._sums]
+                with tf.control_dependencies(resets):
+                    return self._count.assign(0) >= 0
+
+        def skip() -> Any:
+            return tf.constant(False)
+
+        return tf.cond(count >= self._num_batches, update, skip)

@@ -1,0 +1,212 @@
+"""Trainers over a step: a graph ``train_op`` or an eager step function."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from ..dataflows import ExtraInfoDataFlow
+from ..utils.session import get_default_session_or_error
+from .base_trainer import BaseTrainer
+from .feed_dict import merge_feed_dict, resolve_feed_dict
+
+__all__ = ['Trainer', 'LossTrainer', 'is_graph_fetch']
+
+
+def is_graph_fetch(obj: Any) -> bool:
+    """Whether `obj` is something ``session.run`` fetches (a graph op, tensor or variable)."""
+    if isinstance(obj, tf.Operation):
+        return True
+    if isinstance(obj, (tf.Tensor, tf.Variable)):
+        return not hasattr(obj, 'numpy') or not tf.executing_eagerly()
+    return False
+
+
+def check_inputs_match(inputs: Sequence[Any], data_flow: Any, arg_name: str = 'inputs') -> None:
+    """Fail early when a DataFlow knows its arity and `inputs` do not match it."""
+    if isinstance(data_flow, ExtraInfoDataFlow) and data_flow.array_count != len(inputs):
+        raise ValueError(
+            f'`{arg_name}` has {len(inputs)} placeholders but the batches of `data_flow` '
+            f'hold {data_flow.array_count} arrays')
+
+
+class Trainer(BaseTrainer):
+    """Trains with one step per batch of `data_flow`, in either TensorFlow style.
+
+    **Graph style**: `train_op` is a graph op (``optimizer.minimize(loss)``)
+    and `inputs` the placeholders the arrays of each batch are fed to; each
+    step runs ``session.run([train_op] + metrics + summaries)`` and collects
+    the metrics.  `summaries` run only when the loop has a summary writer.
+
+    **Eager style**: `train_op` is a step function, typically a
+    ``tf.function``, called as ``train_op(*batch, **resolve_feed_dict(feed_dict))``;
+    it returns a dict of metrics, a single value (named ``loss``) or
+    ``None``.  The metrics are collected as they are, tensors included, so no
+    step waits for the device: they are read when the logs are printed.
+
+    Args:
+        loop: The :class:`~tfsnippet.TrainLoop`; it needs `max_epoch` or `max_step`.
+        train_op: A graph op, or a step function.
+        inputs: Graph style: the placeholders, one per array of a batch.
+        data_flow: The batches: a DataFlow or any iterable.
+        feed_dict: Extra feeds (graph) or keyword arguments (eager); values
+            may be ScheduledVariables, DynamicValues or callables.
+        metrics: Graph style: ``{name: tensor}`` to run and collect each step.
+        summaries: Graph style: summary tensor(s) to run and write.
+        ensure_variables_initialized: See :class:`BaseTrainer`.
+
+    Raises:
+        TypeError: `train_op` is neither an op nor callable.
+        ValueError: The loop has no limit, `data_flow` is missing, `inputs`
+            are given with a step function or missing in graph style, or
+            their number does not match the batches of `data_flow`.
+    """
+
+    def __init__(self, loop: Any, train_op: Any, inputs: Sequence[Any] | None = None,
+                 data_flow: Any = None, feed_dict: Mapping | None = None,
+                 metrics: Mapping[str, Any] | None = None, summaries: Any = None,
+                 ensure_variables_initialized: bool = True):
+        super().__init__(loop, ensure_variables_initialized=ensure_variables_initialized)
+        if loop.max_epoch is None and loop.max_step is None:
+            raise ValueError('At least one of `max_epoch`, `max_step` should be configured '
+                             'for `loop`.')
+        if data_flow is None:
+            raise ValueError('`data_flow` is required: the batches to train on')
+        if not hasattr(data_flow, '__iter__'):
+            raise TypeError(f'`data_flow` must be iterable, got {data_flow!r}')
+        if feed_dict is not None and not isinstance(feed_dict, Mapping):
+            raise TypeError(f'`feed_dict` must be a dict, got {feed_dict!r}')
+        self._graph = is_graph_fetch(train_op)
+        if not self._graph and not callable(train_op):
+            raise TypeError(
+                f'`train_op` must be a graph op/tensor to run with `session.run`, or a step '
+                f'function (e.g. a tf.function) called with each batch, got {train_op!r}')
+        if self._graph:
+            if inputs is None:
+                raise ValueError('`inputs` is required with a graph `train_op`: the '
+                                 'placeholders to feed each batch to')
+            inputs = tuple(inputs)
+            check_inputs_match(inputs, data_flow)
+            metrics = dict(metrics or {})
+            if summaries is not None and not isinstance(summaries, (list, tuple)):
+                summaries = [summaries]
+            summaries = list(summaries or ())
+        else:
+            if inputs is not None:
+                raise ValueError('`inputs` is for a graph `train_op`; a step function '
+                                 'receives the arrays of each batch as its arguments')
+            if metrics:
+                raise ValueError('`metrics` is for a graph `train_op`; a step function '
+                                 'returns its metrics')
+            if summaries:
+                raise ValueError('`summaries` is for a graph `train_op`; a step function '
+                                 'writes its own')
+            metrics, summaries = {}, []
+        self._train_op = train_op
+        self._inputs = inputs
+        self._data_flow = data_flow
+        self._feed_dict = dict(feed_dict or {})
+        self._metrics = metrics
+        self._summaries = summaries
+        self._checked_arity = False
+
+    @property
+    def train_op(self) -> Any:
+        """The graph op or step function."""
+        return self._train_op
+
+    @property
+    def inputs(self) -> tuple | None:
+        """The placeholders (graph style), or ``None``."""
+        return self._inputs
+
+    @property
+    def data_flow(self) -> Any:
+        """The batches."""
+        return self._data_flow
+
+    @property
+    def feed_dict(self) -> dict:
+        """The extra feeds (graph) or keyword arguments (eager)."""
+        return self._feed_dict
+
+    @property
+    def metrics(self) -> dict:
+        """Graph style: ``{name: tensor}`` run each step."""
+        return self._metrics
+
+    @property
+    def summaries(self) -> list:
+        """Graph style: the summary tensors run each step when there is a writer."""
+        return self._summaries
+
+    def _iter_steps(self) -> Iterator[Any]:
+        for _, batch in self._loop.iter_steps(self._data_flow):
+            yield batch
+
+    def _check_arity(self, batch: Any) -> None:
+        if self._graph and len(batch) != len(self._inputs):
+            raise ValueError(
+                f'`inputs` has {len(self._inputs)} placeholders but a batch of `data_flow` '
+                f'holds {len(batch)} arrays')
+        self._checked_arity = True
+
+    def _run_step(self, batch: Any) -> None:
+        if not self._checked_arity:
+            self._check_arity(batch)
+        loop = self._loop
+        if not self._graph:
+            if self._feed_dict:
+                out = self._train_op(*batch, **resolve_feed_dict(self._feed_dict))
+            else:
+                out = self._train_op(*batch)
+            if out is None:
+                return
+            if not isinstance(out, Mapping):
+                out = {'loss': out}
+            loop.collect_metrics(out)
+            return
+        feed = resolve_feed_dict(merge_feed_dict(self._feed_dict, zip(self._inputs, batch)),
+                                 inplace=True)
+        names = list(self._metrics)
+        fetches = [self._train_op] + [self._metrics[n] for n in names]
+        summaries = self._summaries if loop.summary_writer is not None else []
+        results = get_default_session_or_error().run(fetches + summaries, feed_dict=feed)
+        loop.collect_metrics(dict(zip(names, results[1:1 + len(names)])))
+        for summary in results[1 + len(names):]:
+            loop.add_summary(summary)
+
+
+class LossTrainer(Trainer):
+    """Deprecated: ``Trainer(..., metrics={metric_name: loss})``."""
+
+    def __init__(self, loop: Any, loss: Any, train_op: Any, inputs: Sequence[Any],
+                 data_flow: Any, feed_dict: Mapping | None = None, metric_name: str = 'loss'):
+        warnings.warn('Class `LossTrainer` is deprecated; use :class:`Trainer` instead.',
+                      DeprecationWarning, stacklevel=2)
+        super().__init__(loop, train_op, inputs, data_flow, feed_dict=feed_dict,
+                         metrics={metric_name: loss})
+
+    @property
+    def loss(self) -> Any:
+        """The loss tensor."""
+        return next(iter(self._metrics.values()))
+
+    @property
+    def metric_name(self) -> str:
+        """The name of the loss metric."""
+        return next(iter(self._metrics))
+
+    def run(self, feed_dict: Mapping | None = None) -> None:  # type: ignore[override]
+        """Run; a `feed_dict` given here is merged in for this run only."""
+        if feed_dict is None:
+            return super().run()
+        old = self._feed_dict
+        self._feed_dict = merge_feed_dict(old, feed_dict)
+        try:
+            super().run()
+        finally:
+            self._feed_dict = old
