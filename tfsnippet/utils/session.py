@@ -8,6 +8,7 @@ of graph collections.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -91,9 +92,24 @@ def get_uninitialized_variables(variables: Any = None, name: str | None = None) 
     if not var_list:
         return []
     sess = get_default_session_or_error()
-    with v1.name_scope(name or 'get_uninitialized_variables'):
-        flags = sess.run([v1.is_variable_initialized(v) for v in var_list])
+    flags = sess.run(_is_initialized_ops(var_list, name))
     return [v for v, ok in zip(var_list, flags) if not ok]
+
+
+# {graph: {variable: its is-initialized op}}: the ops are made once per
+# variable, so repeated checks do not keep growing the graph
+_INIT_CHECKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _is_initialized_ops(var_list: list[Any], name: str | None) -> list[Any]:
+    graph = v1.get_default_graph()
+    cache = _INIT_CHECKS.setdefault(graph, {})
+    missing = [v for v in var_list if v not in cache]
+    if missing:
+        with v1.name_scope(name or 'get_uninitialized_variables'):
+            for v in missing:
+                cache[v] = v1.is_variable_initialized(v)
+    return [cache[v] for v in var_list]
 
 
 def ensure_variables_initialized(variables: Any = None, name: str | None = None) -> None:

@@ -1,0 +1,185 @@
+"""Benchmark: Trainer steps per second against a hand-written loop and keras Model.fit.
+
+The same MLP (64-128-10) on scikit-learn's digits, batch size 64:
+
+* eager: a ``tf.function`` step driven by ``spt.Trainer`` (with a log line
+  per epoch) against a bare ``for`` loop calling the same step (target:
+  Trainer / hand-written steps per second >= 0.97), and ``keras.Model.fit``
+  on the same model and data;
+* graph (child process): ``spt.Trainer`` with a ``train_op`` against a bare
+  loop of ``session.run`` on the same op.
+
+Runs alternate (hand, Trainer, hand, Trainer, ...) and the medians are
+compared.  Usage: ``python benchmarks/bench_trainer.py [--quick] [--style all|eager|graph]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _machine import describe_machine  # noqa: E402
+
+BATCH = 64
+
+
+def _data():
+    import numpy as np
+    from sklearn.datasets import load_digits
+    x, y = load_digits(return_X_y=True)
+    return (x / 16.).astype(np.float32), y.astype(np.int64)
+
+
+def _median_rate(times: list[float], steps: int) -> float:
+    return steps / statistics.median(times)
+
+
+def run_eager(epochs: int, repeats: int) -> dict:
+    import keras
+    import tensorflow as tf
+
+    import tfsnippet as spt
+
+    x, y = _data()
+    batches = [(x[i:i + BATCH], y[i:i + BATCH]) for i in range(0, len(x), BATCH)]
+    steps = epochs * len(batches)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation='relu'),
+                              keras.layers.Dense(10)])
+    optimizer = keras.optimizers.SGD(0.01)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step(bx, by):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(by, model(bx, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return {'loss': loss}
+
+    for bx, by in batches:  # warm-up: trace and build
+        step(bx, by)
+
+    def hand() -> float:
+        start = time.perf_counter()
+        for _ in range(epochs):
+            for bx, by in batches:
+                step(bx, by)
+        return time.perf_counter() - start
+
+    def trainer() -> float:
+        start = time.perf_counter()
+        with spt.TrainLoop(model.trainable_variables, max_epoch=epochs,
+                           print_func=lambda s: None) as loop:
+            t = spt.Trainer(loop, step, data_flow=batches)
+            t.log_after_epochs(1)
+            t.run()
+        return time.perf_counter() - start
+
+    hand_t, trainer_t = [], []
+    for _ in range(repeats):
+        hand_t.append(hand())
+        trainer_t.append(trainer())
+
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss_fn)
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)  # warm-up
+    fit_t = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model.fit(x, y, batch_size=BATCH, epochs=epochs, verbose=0, shuffle=False)
+        fit_t.append(time.perf_counter() - start)
+    return {'hand': _median_rate(hand_t, steps), 'trainer': _median_rate(trainer_t, steps),
+            'fit': _median_rate(fit_t, steps)}
+
+
+def run_graph(epochs: int, repeats: int) -> dict:
+    import tensorflow as tf
+
+    import tfsnippet as spt
+
+    tf.compat.v1.disable_eager_execution()
+    v1 = tf.compat.v1
+    x, y = _data()
+    batches = [(x[i:i + BATCH], y[i:i + BATCH]) for i in range(0, len(x), BATCH)]
+    steps = epochs * len(batches)
+    ph_x = v1.placeholder(tf.float32, [None, 64])
+    ph_y = v1.placeholder(tf.int64, [None])
+    w1 = v1.get_variable('w1', [64, 128])
+    b1 = v1.get_variable('b1', [128], initializer=v1.zeros_initializer())
+    w2 = v1.get_variable('w2', [128, 10])
+    b2 = v1.get_variable('b2', [10], initializer=v1.zeros_initializer())
+    logits = tf.matmul(tf.nn.relu(tf.matmul(ph_x, w1) + b1), w2) + b2
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=ph_y, logits=logits))
+    train_op = v1.train.GradientDescentOptimizer(0.01).minimize(loss)
+    with spt.utils.create_session().as_default() as sess:
+        sess.run(v1.global_variables_initializer())
+
+        def hand() -> float:
+            start = time.perf_counter()
+            for _ in range(epochs):
+                for bx, by in batches:
+                    sess.run([train_op, loss], feed_dict={ph_x: bx, ph_y: by})
+            return time.perf_counter() - start
+
+        def trainer() -> float:
+            start = time.perf_counter()
+            with spt.TrainLoop([w1, b1, w2, b2], max_epoch=epochs,
+                               print_func=lambda s: None) as loop:
+                t = spt.Trainer(loop, train_op, [ph_x, ph_y], batches, metrics={'loss': loss})
+                t.log_after_epochs(1)
+                t.run()
+            return time.perf_counter() - start
+
+        hand()  # warm-up
+        hand_t, trainer_t = [], []
+        for _ in range(repeats):
+            hand_t.append(hand())
+            trainer_t.append(trainer())
+    return {'hand': _median_rate(hand_t, steps), 'trainer': _median_rate(trainer_t, steps)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--quick', action='store_true', help='2 epochs, 2 repeats')
+    parser.add_argument('--style', choices=['all', 'eager', 'graph'], default='all')
+    parser.add_argument('--json', action='store_true', help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    epochs, repeats = (2, 2) if args.quick else (10, 7)
+    if args.json:
+        run = run_eager if args.style == 'eager' else run_graph
+        print(json.dumps(run(epochs, repeats)))
+        return
+    print('Trainer benchmark')
+    print(describe_machine())
+    print(f'  data        digits 1797x64, batch {BATCH}, {epochs} epochs, {repeats} repeats')
+    print()
+    rows = []
+    for style in (['eager', 'graph'] if args.style == 'all' else [args.style]):
+        cmd = [sys.executable, os.path.abspath(__file__), '--json', '--style', style]
+        if args.quick:
+            cmd.append('--quick')
+        r = json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE,
+                                      text=True).stdout.strip().splitlines()[-1])
+        rows.append((f'Trainer vs hand-written loop [{style}]', r['hand'], r['trainer'], .97))
+        if 'fit' in r:
+            rows.append((f'Trainer vs keras Model.fit [{style}]', r['fit'], r['trainer'], None))
+    print(f'{"case":<42} {"baseline steps/s":>17} {"Trainer steps/s":>16} {"ratio":>7} '
+          f'{"target":>7} {"met":>4}')
+    for case, base, ours, target in rows:
+        ratio = ours / base
+        met = '' if target is None else ('yes' if ratio >= target else 'no')
+        tgt = '' if target is None else f'>={target:g}'
+        print(f'{case:<42} {base:>17.1f} {ours:>16.1f} {ratio:>7.3f} {tgt:>7} {met:>4}')
+
+
+if __name__ == '__main__':
+    main()
