@@ -31,9 +31,35 @@ version = '.'.join(release.split('.')[:2])
 
 extensions = [
     'sphinx.ext.autodoc',
+    'sphinx.ext.doctest',
     'sphinx.ext.napoleon',
     'sphinx.ext.viewcode',
 ]
+
+# `sphinx-build -b doctest docs docs/_build/doctest` runs every example of the
+# guides and of the docstrings, so that they cannot drift from the code.
+doctest_global_setup = '''
+import os
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+import numpy as np
+import tensorflow as tf
+import tfsnippet as spt
+from tfsnippet.dataflows import *
+from tfsnippet.utils import *
+from tfsnippet.scaffold.logging_ import *
+from tfsnippet.scaffold.summaries import *
+from tfsnippet.scaffold.summary_table import *
+from tfsnippet.trainer.dynamic_values import *
+from tfsnippet.trainer.evaluator import auto_batch_weight
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.
+
+    def __call__(self):
+        return self.now
+'''
 
 # autodoc
 autodoc_member_order = 'bysource'

@@ -43,6 +43,15 @@ def _set_rng_state(rng: np.random.RandomState | np.random.Generator, state: dict
         rng.set_state(state)
 
 
+def check_position(state: Any) -> None:
+    """Check that `state` is a position ``{'start': ..., 'served': n}``."""
+    if not isinstance(state, dict):
+        raise TypeError(f'A flow position must be a dict, got {state!r}')
+    missing = [k for k in ('start', 'served') if k not in state]
+    if missing:
+        raise KeyError(f'The flow position lacks the keys {missing}: got {sorted(state)}')
+
+
 def _check_batch_size(batch_size: Any) -> int:
     if isinstance(batch_size, np.integer):
         batch_size = int(batch_size)
@@ -106,7 +115,8 @@ class ArrayFlow(ExtraInfoDataFlow):
             batch_size=batch_size, skip_incomplete=bool(skip_incomplete),
             is_shuffled=bool(shuffle))
         self._arrays = arrays
-        self._rng = make_random_state(random_state) if shuffle else None
+        rng = make_random_state(random_state) if (shuffle or random_state is not None) else None
+        self._rng = rng if shuffle else None
         self._resume: dict | None = None
         self._epoch_rng_state: dict | None = None   # rng state the running epoch began with
         self._served = 0                            # batches served in the running epoch
@@ -132,6 +142,7 @@ class ArrayFlow(ExtraInfoDataFlow):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if self._is_iterating:
             raise RuntimeError('`load_state_dict()` cannot be called while the flow is iterated')
+        check_position(state)
         served = state['served']
         if type(served) is not int or served < 0:
             raise ValueError(f'`state["served"]` must be a non-negative int, got {served!r}')

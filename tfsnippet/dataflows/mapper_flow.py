@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from .array_flow import check_position
 from .base import DataFlow
 
 __all__ = ['MapperFlow', 'GatherFlow', 'IteratorFactoryFlow']
@@ -126,6 +127,7 @@ class GatherFlow(DataFlow):
                 'served': min(s['served'] for s in states)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        check_position(state)
         starts = state['start']
         if len(starts) != len(self._flows):
             raise ValueError(

@@ -52,7 +52,9 @@ class ThreadingFlow(DataFlow, AutoInitAndCloseable):
     def __init__(self, source: DataFlow, prefetch: int):
         if not isinstance(source, DataFlow):
             raise TypeError(f'`source` must be a DataFlow, got {source!r}')
-        if type(prefetch) is not int or prefetch < 1:
+        if type(prefetch) is not int:
+            raise TypeError(f'`prefetch` must be a positive int, got {prefetch!r}')
+        if prefetch < 1:
             raise ValueError(f'`prefetch` must be a positive int, got {prefetch!r}')
         self._source = source
         self._prefetch = prefetch

@@ -72,8 +72,8 @@ def summarize_variables(variables: Sequence[Any] | Mapping[str, Any],
         ...                            'b': tf.Variable(tf.zeros([2]))}))
         Variables Summary (8 in total)
         ------------------------------
-        w                   (3, 2)   6
-        b                   (2,)     2
+        w                    (3, 2)  6
+        b                    (2,)    2
     """
     variables = normalize_variables(variables, 'variables')
     if isinstance(variables, dict):

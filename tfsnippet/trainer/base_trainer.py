@@ -58,6 +58,10 @@ class _Hook:
         self._loop = loop
         self._last_time: float | None = None
 
+    def start(self, now: float) -> None:
+        """Count a seconds schedule from `now` (the start of ``run()``)."""
+        self._last_time = now
+
     def __call__(self, trainer: Any) -> None:
         loop = self._loop
         if self.kind == 'steps':
@@ -97,8 +101,8 @@ class BaseTrainer:
     Hooks registered by :meth:`log_after`, :meth:`evaluate_after` and
     :meth:`anneal_after` (or their ``*_steps``/``*_epochs`` forms) run on
     the matching phase event when their schedule is due: every N steps or
-    epochs of the loop's *global* counters, or every N seconds (checked after
-    each step).  Within a step or an epoch, evaluation runs before annealing
+    epochs of the loop's *global* counters, or every N seconds counted from
+    the start of :meth:`run` (checked after each step).  Within a step or an epoch, evaluation runs before annealing
     and annealing before logging, so a printed line already holds that
     epoch's evaluation metrics.
 
@@ -154,6 +158,11 @@ class BaseTrainer:
                 if self._ensure_init:
                     ensure_variables_initialized()
             self._loop.print_training_summary()
+            now = self._loop.clock()
+            for key in _TRAINER_EVENT_KEYS:   # seconds schedules count from here
+                for h in events._handler_list(key):
+                    if isinstance(h, _Hook):
+                        h.start(now)
             before_step = events._handler_list(EventKeys.BEFORE_STEP)
             after_step = events._handler_list(EventKeys.AFTER_STEP)
             step_phases = [events._handler_list(k) for k in (

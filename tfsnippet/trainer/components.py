@@ -149,8 +149,10 @@ class ReduceOnPlateau(LoopComponent):
             new = old * self._factor
             if self._min_value is not None:
                 new = max(new, self._min_value)
+            new_value = np.asarray(new, dtype=current.dtype)   # as the variable holds it
+            new = float(new_value)
             if new != old:
-                self._set(np.asarray(new, dtype=current.dtype))
+                self._set(new_value)
                 loop.println(f'Reduce the learning rate from {old:.6g} to {new:.6g}: '
                              f'`{loop.valid_metric_name}` has not improved for '
                              f'{self._patience} validations', with_tag=loop.within_epoch)
