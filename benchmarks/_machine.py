@@ -52,3 +52,24 @@ def describe_machine() -> str:
         f'  CPU         {cpu_model()}, {core_count()} cores; {len(gpus)} GPU(s)',
         f'  load avg    {load_average()} (1/5/15 min) at start',
     ])
+
+
+def write_rows(path: str | None, rows: list[dict]) -> None:
+    """Write a benchmark's result rows as JSON for ``run_all.py`` (no-op without a path).
+
+    Each row: ``case``, ``baseline`` (its name), ``baseline_value``, ``value``,
+    ``unit``, ``ratio`` (value / baseline_value), ``target`` (text, may be
+    empty) and ``met`` (True/False, or None without a target).
+    """
+    if path:
+        import json
+        with open(path, 'w', encoding='utf-8') as f:
+            json.dump(rows, f)
+
+
+def row(case: str, baseline: str, baseline_value: float, value: float, unit: str,
+        target: str = '', met: bool | None = None) -> dict:
+    """One result row (see :func:`write_rows`)."""
+    return {'case': case, 'baseline': baseline, 'baseline_value': baseline_value,
+            'value': value, 'unit': unit, 'ratio': value / baseline_value if baseline_value
+            else float('inf'), 'target': target, 'met': met}

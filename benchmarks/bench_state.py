@@ -29,7 +29,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _machine import describe_machine  # noqa: E402
+from _machine import describe_machine, row, write_rows  # noqa: E402
 
 
 def _timed(fn, repeats: int) -> list[float]:
@@ -124,6 +124,7 @@ def main() -> None:
     parser.add_argument('--quick', action='store_true', help='1M parameters, 3 repeats')
     parser.add_argument('--style', choices=['all', 'eager', 'graph'], default='all')
     parser.add_argument('--json', action='store_true', help=argparse.SUPPRESS)
+    parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
     args = parser.parse_args()
 
     if args.json:  # child process: one style, machine-readable
@@ -157,6 +158,11 @@ def main() -> None:
         print(f'{case:<44} {base:>12.2f} {ours:>13.2f} {ratio:>7.2f} {tgt:>7} {met:>4}')
     print('baselines: snapshot/restore vs np.copy of the same arrays; saves vs '
           'tf.train.Checkpoint.write of the same variables')
+    write_rows(args.table_json, [
+        row(case, 'np.copy' if 'early-stopping' in case else 'tf.train.Checkpoint.write',
+            base, ours, 'ms', '' if target is None else f'ratio <= {target:g}',
+            None if target is None else ours / base <= target)
+        for case, base, ours, target in rows])
 
 
 if __name__ == '__main__':

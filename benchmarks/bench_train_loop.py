@@ -44,7 +44,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _machine import core_count, cpu_model, load_average  # noqa: E402
+from _machine import core_count, cpu_model, load_average, row, write_rows  # noqa: E402
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -211,8 +211,8 @@ def print_table(results: list[CaseResult]) -> None:
     print('Summary (no-op rows: best of the repeats; MLP rows: median of the repeats)')
     print(line(rows[0]))
     print('  '.join('-' * w for w in widths))
-    for row in rows[1:]:
-        print(line(row))
+    for cells in rows[1:]:
+        print(line(cells))
     print(f'load avg at end: {load_average()} (1/5/15 min)')
     sys.stdout.flush()
 
@@ -509,6 +509,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='which TensorFlow style to run (graph runs in a child '
                              'process under "all")')
     parser.add_argument('--json-out', metavar='PATH', help=argparse.SUPPRESS)
+    parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
     return parser.parse_args(argv)
 
 
@@ -540,6 +541,8 @@ def main(argv=None) -> int:
         return 0
     print()
     print_table(results)
+    write_rows(args.table_json, [row(r.case, 'bare loop', r.bare, r.loop, 'µs/step',
+                                     r.target, r.met) for r in results])
     if child_sources != sources:
         print(f'warning: the tfsnippet sources changed during the run: the eager rows '
               f'measured sources {sources}, the graph rows {child_sources}')

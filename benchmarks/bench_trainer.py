@@ -21,12 +21,13 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _machine import describe_machine  # noqa: E402
+from _machine import describe_machine, row, write_rows  # noqa: E402
 
 BATCH = 64
 
@@ -139,12 +140,53 @@ def run_graph(epochs: int, repeats: int) -> dict:
                 t.run()
             return time.perf_counter() - start
 
+        def trainer_with_services(work_dir: str) -> float:
+            # checkpoints each epoch, summaries, a log line per epoch: what
+            # MonitoredTrainingSession's stock hooks do below
+            start = time.perf_counter()
+            with spt.TrainLoop([w1, b1, w2, b2], max_epoch=epochs, checkpoint_dir=work_dir,
+                               checkpoint_epoch_freq=1, checkpoint_max_to_keep=2,
+                               summary_dir=os.path.join(work_dir, 'tb'),
+                               restore_checkpoint=False, print_func=lambda s: None) as loop:
+                t = spt.Trainer(loop, train_op, [ph_x, ph_y], batches, metrics={'loss': loss})
+                t.log_after_epochs(1)
+                t.run()
+            return time.perf_counter() - start
+
         hand()  # warm-up
         hand_t, trainer_t = [], []
         for _ in range(repeats):
             hand_t.append(hand())
             trainer_t.append(trainer())
-    return {'hand': _median_rate(hand_t, steps), 'trainer': _median_rate(trainer_t, steps)}
+
+        services_t = []
+        for i in range(repeats):
+            with tempfile.TemporaryDirectory() as tmp:
+                services_t.append(trainer_with_services(tmp))
+
+    # the same step under tf.compat.v1.train.MonitoredTrainingSession with its
+    # stock hooks: checkpoints and summaries each epoch, a loss log each epoch
+    global_step = v1.train.get_or_create_global_step()
+    with tf.control_dependencies([train_op]):
+        mts_op = v1.assign_add(global_step, 1)
+    v1.summary.scalar('loss', loss)
+    mts_t = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            hooks = [v1.train.StopAtStepHook(num_steps=steps),
+                     v1.train.LoggingTensorHook({'loss': loss}, every_n_iter=len(batches))]
+            start = time.perf_counter()
+            with v1.train.MonitoredTrainingSession(
+                    checkpoint_dir=tmp, hooks=hooks, save_checkpoint_steps=len(batches),
+                    save_summaries_steps=len(batches), log_step_count_steps=len(batches)) as mts:
+                i = 0
+                while not mts.should_stop():
+                    bx, by = batches[i % len(batches)]
+                    mts.run([mts_op, loss], feed_dict={ph_x: bx, ph_y: by})
+                    i += 1
+            mts_t.append(time.perf_counter() - start)
+    return {'hand': _median_rate(hand_t, steps), 'trainer': _median_rate(trainer_t, steps),
+            'services': _median_rate(services_t, steps), 'mts': _median_rate(mts_t, steps)}
 
 
 def main() -> None:
@@ -152,6 +194,7 @@ def main() -> None:
     parser.add_argument('--quick', action='store_true', help='2 epochs, 2 repeats')
     parser.add_argument('--style', choices=['all', 'eager', 'graph'], default='all')
     parser.add_argument('--json', action='store_true', help=argparse.SUPPRESS)
+    parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
     args = parser.parse_args()
     epochs, repeats = (2, 2) if args.quick else (10, 7)
     if args.json:
@@ -172,13 +215,23 @@ def main() -> None:
         rows.append((f'Trainer vs hand-written loop [{style}]', r['hand'], r['trainer'], .97))
         if 'fit' in r:
             rows.append((f'Trainer vs keras Model.fit [{style}]', r['fit'], r['trainer'], None))
-    print(f'{"case":<42} {"baseline steps/s":>17} {"Trainer steps/s":>16} {"ratio":>7} '
+        if 'mts' in r:
+            rows.append((f'Trainer+ckpt+summaries vs MonitoredTrainingSession [{style}]',
+                         r['mts'], r['services'], None))
+    print(f'{"case":<62} {"baseline steps/s":>17} {"Trainer steps/s":>16} {"ratio":>7} '
           f'{"target":>7} {"met":>4}')
     for case, base, ours, target in rows:
         ratio = ours / base
         met = '' if target is None else ('yes' if ratio >= target else 'no')
         tgt = '' if target is None else f'>={target:g}'
-        print(f'{case:<42} {base:>17.1f} {ours:>16.1f} {ratio:>7.3f} {tgt:>7} {met:>4}')
+        print(f'{case:<62} {base:>17.1f} {ours:>16.1f} {ratio:>7.3f} {tgt:>7} {met:>4}')
+    baselines = {'hand-written': 'hand-written loop', 'Model.fit': 'keras Model.fit',
+                 'Monitored': 'MonitoredTrainingSession + stock hooks'}
+    write_rows(args.table_json, [
+        row(case, next(v for k, v in baselines.items() if k in case), base, ours, 'steps/s',
+            '' if target is None else f'ratio >= {target:g}',
+            None if target is None else ours / base >= target)
+        for case, base, ours, target in rows])
 
 
 if __name__ == '__main__':

@@ -1,5 +1,14 @@
 """Run each example script end to end, for two epochs, as a user would.
 
+Every example is started at once in its own process (they are mostly
+TensorFlow's start-up), each with its own run folder; then the tests read
+what they printed and wrote: the tagged epoch lines, the test accuracy,
+``result.json``, the TensorBoard event files and the checkpoints.
+
+``digits_resume.py`` runs twice more on a third folder: interrupted by
+``--interrupt-at-step`` (as by Ctrl+C), then again to resume; its final
+``result.json`` must equal that of its uninterrupted run.
+
 The eager usage example in README.rst is run as well, so that it keeps working.
 """
 
@@ -13,11 +22,21 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip('sklearn', reason='the examples need scikit-learn (`pip install ".[test]"`)')
+event_accumulator = pytest.importorskip(
+    'tensorboard.backend.event_processing.event_accumulator',
+    reason='reading the event files needs tensorboard (`pip install ".[test]"`)')
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = ROOT_DIR / 'examples'
-SCRIPTS = ['digits_eager.py', 'digits_graph.py']
+SCRIPTS = ['digits_eager.py', 'digits_graph.py', 'digits_trainer.py', 'digits_resume.py']
 README_SNIPPET = 'README.rst usage'
+INTERRUPTED = 'digits_resume.py interrupted'
+RESUMED = 'digits_resume.py resumed'
+
+EPOCHS = 2
+STEPS_PER_EPOCH = 34       # 1,078 training digits in batches of 32
+INTERRUPT_AT_STEP = 60     # in epoch 2; digits_resume.py saves every 50 steps by default
+TIMEOUT = 300              # a guard against a hung process, not an expected duration
 
 
 def readme_usage_code() -> str:
@@ -32,65 +51,190 @@ def readme_usage_code() -> str:
     return '\n'.join(code).strip() + '\n'
 
 
+class Run:
+    """One process: its command, then its exit status and output."""
+
+    def __init__(self, args, cwd, output_dir=None):
+        self.args = [sys.executable, *map(str, args)]
+        self.cwd = cwd
+        self.output_dir = output_dir
+        self.proc = None
+        self.returncode = self.stdout = self.stderr = None
+        self.left_result = None  # whether result.json was there when the process ended
+
+    def start(self, env):
+        self.proc = subprocess.Popen(self.args, cwd=str(self.cwd), env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def wait(self):
+        self.stdout, self.stderr = self.proc.communicate(timeout=TIMEOUT)
+        self.returncode = self.proc.returncode
+        if self.output_dir is not None:
+            self.left_result = (self.output_dir / 'result.json').exists()
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+    @property
+    def lines(self):
+        return self.stdout.splitlines()
+
+    @property
+    def report(self):
+        return (f'command: {" ".join(self.args)}\nexit status: {self.returncode}\n'
+                f'stdout:\n{self.stdout[-4000:]}\nstderr:\n{self.stderr[-4000:]}')
+
+    def result(self):
+        return json.loads((self.output_dir / 'result.json').read_text())
+
+
+def example_run(tmp_path_factory, script, *extra, output_dir=None):
+    work_dir = tmp_path_factory.mktemp(script.replace('.py', ''))
+    output_dir = output_dir or work_dir / 'out'
+    return Run([EXAMPLES_DIR / script, '--epochs', EPOCHS, '--output-dir', output_dir, *extra],
+               cwd=work_dir, output_dir=output_dir)
+
+
 @pytest.fixture(scope='module')
-def example_runs(tmp_path_factory):
-    """Start every example at once (they are mostly TensorFlow start-up), then wait."""
+def runs(tmp_path_factory):
+    """Run every example (and the resume pair) in parallel; return ``{name: Run}``."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
-    commands = {}
-    for script in SCRIPTS:
-        work_dir = tmp_path_factory.mktemp(script.replace('.py', ''))
-        output_dir = work_dir / 'out'
-        commands[script] = (work_dir, output_dir, [
-            str(EXAMPLES_DIR / script), '--epochs', '2', '--output-dir', str(output_dir)])
+    runs = {script: example_run(tmp_path_factory, script) for script in SCRIPTS}
+    runs[INTERRUPTED] = example_run(tmp_path_factory, 'digits_resume.py',
+                                    '--interrupt-at-step', INTERRUPT_AT_STEP)
+    # the same command without the interruption, on the same run folder
+    runs[RESUMED] = example_run(tmp_path_factory, 'digits_resume.py',
+                                output_dir=runs[INTERRUPTED].output_dir)
     work_dir = tmp_path_factory.mktemp('readme')
     (work_dir / 'usage.py').write_text(readme_usage_code(), encoding='utf-8')
-    commands[README_SNIPPET] = (work_dir, None, [str(work_dir / 'usage.py')])
+    runs[README_SNIPPET] = Run([work_dir / 'usage.py'], cwd=work_dir)
 
-    started = {}
-    for name, (work_dir, output_dir, args) in commands.items():
-        proc = subprocess.Popen(
-            [sys.executable, *args], cwd=str(work_dir), env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
-        started[name] = (proc, output_dir)
-    runs = {}
     try:
-        for name, (proc, output_dir) in started.items():
-            stdout, stderr = proc.communicate(timeout=300)
-            runs[name] = (proc.returncode, stdout, stderr, output_dir)
+        for name, run in runs.items():
+            if name != RESUMED:
+                run.start(env)
+        runs[INTERRUPTED].wait()
+        runs[RESUMED].start(env)
+        for run in runs.values():
+            if run.returncode is None:
+                run.wait()
     finally:
-        for proc, _ in started.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+        for run in runs.values():
+            run.kill()
     return runs
 
 
+# ------------------------------------------------------------------ every example
 @pytest.mark.parametrize('script', SCRIPTS)
-def test_example_runs(script, example_runs):
-    returncode, stdout, stderr, output_dir = example_runs[script]
-    report = f'stdout:\n{stdout[-4000:]}\nstderr:\n{stderr[-4000:]}'
-    assert returncode == 0, report
+def test_example_runs(script, runs):
+    run = runs[script]
+    assert run.returncode == 0, run.report
 
-    lines = stdout.splitlines()
-    assert any(line.startswith('[Epoch 1/2, ') for line in lines), report
-    assert any(line.startswith('[Epoch 2/2, ') for line in lines), report
-    assert not any(line.startswith('[Epoch 3/') for line in lines), report
+    lines = run.lines
+    assert lines[0].startswith('Trainable Parameters'), run.report
+    for epoch in range(1, EPOCHS + 1):
+        tag = f'[Epoch {epoch}/{EPOCHS}, Step {epoch * STEPS_PER_EPOCH}, '
+        assert sum(line.startswith(tag) for line in lines) == 1, run.report
+    assert not any(line.startswith(f'[Epoch {EPOCHS + 1}/') for line in lines), run.report
+    assert any(line.startswith('Restore early-stopping parameters') for line in lines), \
+        run.report
 
     found = [re.fullmatch(r'test accuracy: (\S+)', line) for line in lines]
     values = [float(m.group(1)) for m in found if m]
-    assert len(values) == 1, report
-    assert 0. <= values[0] <= 1., report
+    assert len(values) == 1, run.report
+    assert 0.5 <= values[0] <= 1., run.report  # two epochs already reach about 0.8
 
-    result = json.loads((output_dir / 'result.json').read_text())
-    assert 0. <= result['test_accuracy'] <= 1.
+    result = run.result()
+    assert result['example'] == script.replace('.py', '')
     assert abs(result['test_accuracy'] - values[0]) < 1e-4
-    assert result['epochs'] == 2
+    assert result['epochs'] == EPOCHS
+    assert result['epochs_run'] == EPOCHS
+    assert result['steps_run'] == EPOCHS * STEPS_PER_EPOCH
 
 
-def test_readme_usage_example_runs(example_runs):
-    returncode, stdout, stderr, _ = example_runs[README_SNIPPET]
-    report = f'stdout:\n{stdout[-4000:]}\nstderr:\n{stderr[-4000:]}'
-    assert returncode == 0, report
-    lines = stdout.splitlines()
-    assert lines and lines[0].startswith('Trainable Parameters'), report
-    assert any(line.startswith('[Epoch 10/10, ') for line in lines), report
+def read_scalars(summary_dir):
+    """``{tag: [(step, value), ...]}`` of the event files in `summary_dir`."""
+    acc = event_accumulator.EventAccumulator(str(summary_dir),
+                                             size_guidance={event_accumulator.SCALARS: 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)]
+            for tag in acc.Tags()[event_accumulator.SCALARS]}
+
+
+@pytest.mark.parametrize('script', SCRIPTS)
+def test_example_writes_tensorboard_scalars(script, runs):
+    run = runs[script]
+    assert run.returncode == 0, run.report
+    summary_dir = run.output_dir / 'tensorboard'
+    assert list(summary_dir.glob('events.out.tfevents.*')), sorted(run.output_dir.rglob('*'))
+
+    scalars = read_scalars(summary_dir)
+    assert {'metrics/loss', 'metrics/valid_loss', 'metrics/valid_acc'} <= set(scalars), scalars
+    # the training loss of every step, the validation metrics after every epoch
+    assert [s for s, _ in scalars['metrics/loss']] == \
+        list(range(1, EPOCHS * STEPS_PER_EPOCH + 1))
+    epoch_ends = [(e + 1) * STEPS_PER_EPOCH for e in range(EPOCHS)]
+    assert [s for s, _ in scalars['metrics/valid_loss']] == epoch_ends
+    # what was written is what the loop saw: the best validation loss is among them
+    best = min(v for _, v in scalars['metrics/valid_loss'])
+    assert best == pytest.approx(run.result()['best_valid_loss'], rel=1e-6)
+    if script == 'digits_trainer.py':  # the learning rate, collected at each epoch's start
+        assert [s for s, _ in scalars['metrics/lr']] == [0, STEPS_PER_EPOCH]
+
+
+def checkpoint_steps(checkpoint_dir):
+    """The steps of the checkpoints saved under `checkpoint_dir`, in order."""
+    steps = []
+    for state in checkpoint_dir.rglob('state.pkl'):
+        m = re.search(r'-(\d+)$', state.parent.name)
+        assert m, state
+        steps.append(int(m.group(1)))
+    return sorted(steps)
+
+
+@pytest.mark.parametrize('script', SCRIPTS)
+def test_example_writes_checkpoints(script, runs):
+    run = runs[script]
+    assert run.returncode == 0, run.report
+    steps = checkpoint_steps(run.output_dir / 'checkpoints')
+    if script == 'digits_resume.py':   # every 50 steps
+        assert steps == [50]
+    else:                              # after every epoch (the last two kept)
+        assert steps == [STEPS_PER_EPOCH, 2 * STEPS_PER_EPOCH]
+
+
+# ------------------------------------------------------------------ resuming
+def test_resume_example_interrupted_run(runs):
+    run = runs[INTERRUPTED]
+    assert run.returncode == 130, run.report  # the exit status of a Ctrl+C
+    assert f'Interrupted at epoch 2, step {INTERRUPT_AT_STEP}.' in run.stdout, run.report
+    assert not any(line.startswith('test accuracy') for line in run.lines), run.report
+    assert run.left_result is False, run.report
+    assert checkpoint_steps(run.output_dir / 'checkpoints')[-1:] == [50], run.report
+
+
+def test_resume_example_resumed_run_matches_an_uninterrupted_run(runs):
+    run = runs[RESUMED]
+    assert run.returncode == 0, run.report
+    resume_lines = [line for line in run.lines if line.startswith('Resume training: ')]
+    assert len(resume_lines) == 1, run.report
+    assert resume_lines[0].startswith('Resume training: epoch 2, step 50, '), run.report
+    # it goes on inside epoch 2: no line for epoch 1 in this run
+    assert not any(line.startswith('[Epoch 1/') for line in run.lines), run.report
+    assert any(line.startswith(f'[Epoch 2/2, Step {2 * STEPS_PER_EPOCH}, ')
+               for line in run.lines), run.report
+
+    uninterrupted = runs['digits_resume.py']
+    assert uninterrupted.returncode == 0, uninterrupted.report
+    assert run.result() == uninterrupted.result()
+
+
+# ------------------------------------------------------------------ README.rst
+def test_readme_usage_example_runs(runs):
+    run = runs[README_SNIPPET]
+    assert run.returncode == 0, run.report
+    lines = run.lines
+    assert lines and lines[0].startswith('Trainable Parameters'), run.report
+    assert any(line.startswith('[Epoch 10/10, ') for line in lines), run.report

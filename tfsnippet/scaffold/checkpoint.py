@@ -23,12 +23,12 @@ import pickle
 import re
 import shutil
 import uuid
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
 
+from ..utils.misc import warn_user
 from ..utils.session import get_default_session_or_error
 from ..utils.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
 from .component import LoopComponent
@@ -456,8 +456,7 @@ class CheckpointSaver:
             try:
                 return path, self.restore(path)
             except (CheckpointError, FileNotFoundError) as e:
-                warnings.warn(f'Skipping a checkpoint that cannot be read: {e}',
-                              RuntimeWarning, stacklevel=2)
+                warn_user(f'Skipping a checkpoint that cannot be read: {e}', RuntimeWarning)
         if ignore_non_exist:
             return None
         raise FileNotFoundError(f'No checkpoint file is found in {self._save_dir!r}.')
@@ -598,3 +597,4 @@ class Checkpointer(LoopComponent):
         for h in self._handles:
             h.remove()
         self._handles = []
+        self._saver = None

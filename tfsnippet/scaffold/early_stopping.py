@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from ..utils.misc import warn_user
 from ..utils.tf_vars import normalize_variables
 from ..utils.var_io import assign_variables, read_variables
 from .component import LoopComponent
@@ -91,14 +91,12 @@ class EarlyStopping(LoopComponent):
 
     def on_exit(self, loop: Any, error: BaseException | None) -> None:
         if error is not None:
-            warnings.warn(
-                'Early-stopping variables are not restored, because an error or an '
-                'interruption has occurred.', UserWarning, stacklevel=2)
+            warn_user('Early-stopping variables are not restored, because an error or an '
+                      'interruption has occurred.')
         elif self._snapshot is None:
-            warnings.warn(
-                'Early-stopping has never been triggered! The variables will keep their '
-                f'latest values. Did you forget to collect the metric '
-                f'`{loop.valid_metric_name}`?', UserWarning, stacklevel=2)
+            warn_user('Early-stopping has never been triggered! The variables will keep '
+                      'their latest values. Did you forget to collect the metric '
+                      f'`{loop.valid_metric_name}`?')
         else:
             self.restore()
             loop.println(

@@ -497,7 +497,8 @@ class TrainLoop(DisposableContext):
                 'steps_per_epoch': self._steps_per_epoch,
                 'epoch_steps': self._step - self._epoch_first_step if in_epoch else None,
                 'dataflows': [f.state_dict() if f.is_resumable else None
-                              for f in self._dataflows]}
+                              for f in self._dataflows],
+                'stop_reason': self._stop_reason if self._stop_requested else None}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Put back a state from :meth:`state_dict`, before any epoch is opened.
@@ -520,6 +521,9 @@ class TrainLoop(DisposableContext):
         epoch_steps = state.get('epoch_steps')
         self._resume_epoch_steps = None if epoch_steps is None else int(epoch_steps)
         self._pending_flow_states = list(state.get('dataflows') or ())
+        stop_reason = state.get('stop_reason')
+        if stop_reason is not None:  # the run had been asked to stop: it stays stopped
+            self.request_stop(stop_reason)
 
     # -------------------------------------------------------------- components
     def add_component(self, component: LoopComponent) -> None:

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+import warnings
 from collections.abc import Callable
 
-__all__ = ['humanize_duration', 'ETA']
+__all__ = ['humanize_duration', 'ETA', 'warn_user']
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """Issue a warning attributed to the first caller outside tfsnippet."""
+    level = 1
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+            _PACKAGE_DIR + os.sep):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level + 1)
 
 _EPS = sys.float_info.epsilon
 _UNITS = ((86400, 'd', ' day'), (3600, 'h', ' hour'), (60, 'm', ' minute'))
