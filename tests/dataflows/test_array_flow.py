@@ -106,11 +106,10 @@ def test_extra_info_properties():
     assert (plain.skip_incomplete, plain.is_shuffled) == (False, False)
 
 
-@pytest.mark.parametrize('shuffle', [False, True])
-def test_batches_are_read_only(shuffle):
+def test_batches_are_read_only_views_without_shuffle():
     x = np.arange(6)
     y = np.arange(12.).reshape(6, 2)
-    for batch in DataFlow.arrays([x, y], 4, shuffle=shuffle, random_state=0):
+    for batch in DataFlow.arrays([x, y], 4):
         for a in batch:
             assert not a.flags.writeable
             with pytest.raises(ValueError):
@@ -118,6 +117,16 @@ def test_batches_are_read_only(shuffle):
     # the source arrays are untouched and still writable
     assert x.flags.writeable and y.flags.writeable
     np.testing.assert_array_equal(x, np.arange(6))
+
+
+def test_shuffled_batches_are_writable_copies():
+    x = np.arange(6)
+    y = np.arange(12.).reshape(6, 2)
+    for batch in DataFlow.arrays([x, y], 4, shuffle=True, random_state=0):
+        for a in batch:
+            a[0] = 99           # a fresh copy: writing to it changes nothing else
+    np.testing.assert_array_equal(x, np.arange(6))
+    np.testing.assert_array_equal(y, np.arange(12.).reshape(6, 2))
 
 
 def test_views_without_shuffle_copies_with_it():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -66,8 +67,9 @@ class ArrayFlow(ExtraInfoDataFlow):
     """Mini-batches of rows of several arrays of the same length.
 
     Each batch is a tuple holding ``batch_size`` rows of each array (the last
-    one smaller, unless `skip_incomplete`).  The arrays of a batch are
-    read-only: views of the source without shuffling, copies with it.
+    one smaller, unless `skip_incomplete`).  Without shuffling the arrays of
+    a batch are read-only views of the source; with shuffling they are fresh
+    copies (writable: changing them changes nothing else).
 
     Args:
         arrays: Numpy arrays (anything with ``shape`` and fancy indexing) of
@@ -169,16 +171,20 @@ class ArrayFlow(ExtraInfoDataFlow):
         self._served = skip
         self._in_epoch = True
         try:
-            for start in range(skip * bs, stop, bs):
-                if order is None:
-                    batch = tuple([a[start:start + bs] for a in arrays])
-                else:
-                    index = order[start:start + bs]
-                    batch = tuple([a[index] for a in arrays])
-                for a in batch:
-                    a.flags.writeable = False
-                self._served += 1
-                yield batch
+            # the per-batch path: C-level indexing of every array; views of the
+            # source are made read-only, shuffled batches are fresh copies
+            if order is None:
+                for start in range(skip * bs, stop, bs):
+                    batch = tuple(map(itemgetter(slice(start, start + bs)), arrays))
+                    for a in batch:
+                        a.setflags(write=False)
+                    self._served += 1
+                    yield batch
+            else:
+                for start in range(skip * bs, stop, bs):
+                    batch = tuple(map(itemgetter(order[start:start + bs]), arrays))
+                    self._served += 1
+                    yield batch
         finally:
             self._in_epoch = False
 
