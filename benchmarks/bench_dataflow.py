@@ -55,7 +55,8 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _machine import describe_machine, load_average  # noqa: E402
+from _machine import describe_machine, load_average, write_rows  # noqa: E402
+from _machine import row as result_row  # noqa: E402
 
 # Sizes of the full run and of the `--quick` smoke run.  `ab_repeats` is for
 # (a) and (b), whose epochs are short; `repeats` for (c) and (d).
@@ -340,6 +341,7 @@ def main() -> None:
                         help=f'{SIZES["quick"]["rows"]:,} rows, one timed epoch per case')
     parser.add_argument('--prefetch', type=int, default=4,
                         help='batches the worker of (c) may read ahead (default: 4)')
+    parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
     args = parser.parse_args()
     sizes = SIZES['quick' if args.quick else 'full']
 
@@ -366,8 +368,21 @@ def main() -> None:
     sys.stdout.flush()
 
     rows = []
+    json_rows = []
     for batch_size in BATCH_SIZES:
         r = measure(batch_size, x, y, sizes, args.prefetch, work)
+        hidden = (r['inline'] - r['threaded']) / r['mapper']
+        json_rows += [
+            result_row(f'DataFlow.arrays, batch {batch_size}', 'numpy permutation + indexing',
+                       1e6 / r['baseline'], 1e6 / r['arrays'], 'batches/s',
+                       f'ratio >= {ARRAYS_TARGET:g}', r['baseline'] / r['arrays'] >= ARRAYS_TARGET),
+            result_row(f'threaded mapper: share of its cost hidden, batch {batch_size}',
+                       'mapper cost (µs/batch)', r['mapper'], r['inline'] - r['threaded'],
+                       'µs/batch', f'ratio >= {HIDDEN_TARGET:g}', hidden >= HIDDEN_TARGET),
+            result_row(f'DataFlow.arrays vs tf.data, batch {batch_size}',
+                       'tf.data shuffle+batch, .numpy()', 1e6 / r['tf_data'],
+                       1e6 / r['arrays'], 'batches/s'),
+        ]
         print(f'batch size {batch_size}: (c) mapper {r["mapper"]:,.1f} µs/batch, simulated '
               f'step {r["step"]:,.1f} µs/batch (step / mapper {r["step"] / r["mapper"]:.2f}); '
               f'hidden {(r["inline"] - r["threaded"]) / r["mapper"]:.0%} of the mapper')
@@ -385,6 +400,7 @@ def main() -> None:
     print('       for the "hidden" row, (inline - threaded) / mapper cost, its µs/batch '
           'being inline - threaded.')
     print(f'load avg at end: {load_average()} (1/5/15 min)')
+    write_rows(args.table_json, json_rows)
 
 
 if __name__ == '__main__':
