@@ -450,3 +450,14 @@ def test_no_tracking_without_a_valid_metric_name():
             loop.print_logs()
     assert loop.best_valid_metric is None
     assert not lines[0].endswith('(*)')
+
+
+def test_snapshot_of_another_shape_is_refused_when_loaded():
+    from tfsnippet.scaffold.early_stopping import EarlyStopping
+
+    w = tf.Variable(tf.zeros([3]), name='w')
+    es = EarlyStopping([w])
+    with pytest.raises(ValueError, match=re.escape(
+            "The early-stopping snapshot of 'w' has shape (2,), the variable (3,)")):
+        es.load_state_dict({'snapshot': [np.zeros([2], np.float32)], 'step': 1,
+                            'metric': .5, 'bad_validations': 0})

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..utils.misc import warn_user
-from ..utils.tf_vars import normalize_variables
+from ..utils.tf_vars import normalize_variables, variable_name, variable_shape
 from ..utils.var_io import assign_variables, read_variables
 from .component import LoopComponent
 
@@ -110,10 +110,17 @@ class EarlyStopping(LoopComponent):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         snapshot = state['snapshot']
-        if snapshot is not None and len(snapshot) != len(self._variables):
-            raise ValueError(
-                f'The early-stopping snapshot holds {len(snapshot)} variables, but '
-                f'`param_vars` has {len(self._variables)}')
+        if snapshot is not None:
+            if len(snapshot) != len(self._variables):
+                raise ValueError(
+                    f'The early-stopping snapshot holds {len(snapshot)} variables, but '
+                    f'`param_vars` has {len(self._variables)}')
+            for value, var in zip(snapshot, self._variables):
+                shape = variable_shape(var)
+                if None not in shape and tuple(np.shape(value)) != shape:
+                    raise ValueError(
+                        f'The early-stopping snapshot of {variable_name(var)!r} has shape '
+                        f'{tuple(np.shape(value))}, the variable {shape}')
         self._snapshot = snapshot
         self._snapshot_step = state['step']
         self._snapshot_metric = state['metric']
