@@ -22,34 +22,34 @@ def var():
 @pytest.mark.parametrize('value', [0, -1])
 def test_non_positive_checkpoint_epoch_freq(tmp_path, value):
     with pytest.raises(ValueError, match=re.escape(
-            f'`checkpoint_epoch_freq` must be a positive integer: got {value}')):
+            f'`checkpoint_epoch_freq` must be a positive int or None, got {value}')):
         spt.TrainLoop([var()], checkpoint_dir=str(tmp_path), checkpoint_epoch_freq=value)
 
 
 @pytest.mark.parametrize('value', [0, -2])
 def test_non_positive_checkpoint_step_freq(tmp_path, value):
     with pytest.raises(ValueError, match=re.escape(
-            f'`checkpoint_step_freq` must be a positive integer: got {value}')):
+            f'`checkpoint_step_freq` must be a positive int or None, got {value}')):
         spt.TrainLoop([var()], checkpoint_dir=str(tmp_path), checkpoint_step_freq=value)
 
 
 @pytest.mark.parametrize('value', [0, -3])
 def test_non_positive_checkpoint_max_to_keep(tmp_path, value):
     with pytest.raises(ValueError, match=re.escape(
-            f'`checkpoint_max_to_keep` must be a positive integer: got {value}')):
+            f'`checkpoint_max_to_keep` must be a positive int or None, got {value}')):
         spt.TrainLoop([var()], checkpoint_dir=str(tmp_path), checkpoint_max_to_keep=value)
 
 
 @pytest.mark.parametrize('value', [0, -1.5, 0.])
 def test_non_positive_checkpoint_secs(tmp_path, value):
     with pytest.raises(ValueError, match=re.escape(
-            f'`checkpoint_secs` must be a positive number: got {value}')):
+            f'`checkpoint_secs` must be a positive number or None, got {value}')):
         spt.TrainLoop([var()], checkpoint_dir=str(tmp_path), checkpoint_secs=value)
 
 
 def test_checkpoint_epoch_freq_of_a_float(tmp_path):
-    with pytest.raises(ValueError, match=re.escape(
-            '`checkpoint_epoch_freq` must be a positive integer: got 1.5')):
+    with pytest.raises(TypeError, match=re.escape(
+            '`checkpoint_epoch_freq` must be a positive int or None, got 1.5')):
         spt.TrainLoop([var()], checkpoint_dir=str(tmp_path), checkpoint_epoch_freq=1.5)
 
 
@@ -161,9 +161,9 @@ def test_early_stopping_patience_without_early_stopping():
         spt.TrainLoop([var()], early_stopping_patience=3)
 
 
-@pytest.mark.parametrize('value', [0, -1, 2.5])
-def test_bad_early_stopping_patience(value):
-    with pytest.raises(ValueError, match=re.escape(
+@pytest.mark.parametrize('value, error', [(0, ValueError), (-1, ValueError), (2.5, TypeError)])
+def test_bad_early_stopping_patience(value, error):
+    with pytest.raises(error, match=re.escape(
             f'`early_stopping_patience` must be a positive int or None, got {value}')):
         spt.TrainLoop([var()], early_stopping=True, early_stopping_patience=value)
 

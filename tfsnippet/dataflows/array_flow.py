@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from ..utils.validation import check_positive_int
+
 from .base import ExtraInfoDataFlow
 
 __all__ = ['ArrayFlow', 'SeqFlow', 'make_random_state']
@@ -53,16 +55,6 @@ def check_position(state: Any) -> None:
         raise KeyError(f'The flow position lacks the keys {missing}: got {sorted(state)}')
 
 
-def _check_batch_size(batch_size: Any) -> int:
-    if isinstance(batch_size, np.integer):
-        batch_size = int(batch_size)
-    if type(batch_size) is not int:
-        raise TypeError(f'`batch_size` must be a positive int, got {batch_size!r}')
-    if batch_size < 1:
-        raise ValueError(f'`batch_size` must be a positive int, got {batch_size!r}')
-    return batch_size
-
-
 class ArrayFlow(ExtraInfoDataFlow):
     """Mini-batches of rows of several arrays of the same length.
 
@@ -105,7 +97,7 @@ class ArrayFlow(ExtraInfoDataFlow):
         lengths = [int(a.shape[0]) for a in arrays]
         if len(set(lengths)) != 1:
             raise ValueError(f'`arrays` must have the same data length, got lengths {lengths}')
-        batch_size = _check_batch_size(batch_size)
+        batch_size = check_positive_int(batch_size, 'batch_size')
         length = lengths[0]
         if skip_incomplete and length < batch_size:
             raise ValueError(

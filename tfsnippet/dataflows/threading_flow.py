@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..utils.concepts import AutoInitAndCloseable
+from ..utils.validation import check_positive_int
 from .base import DataFlow
 
 __all__ = ['ThreadingFlow']
@@ -52,10 +53,7 @@ class ThreadingFlow(DataFlow, AutoInitAndCloseable):
     def __init__(self, source: DataFlow, prefetch: int):
         if not isinstance(source, DataFlow):
             raise TypeError(f'`source` must be a DataFlow, got {source!r}')
-        if type(prefetch) is not int:
-            raise TypeError(f'`prefetch` must be a positive int, got {prefetch!r}')
-        if prefetch < 1:
-            raise ValueError(f'`prefetch` must be a positive int, got {prefetch!r}')
+        prefetch = check_positive_int(prefetch, 'prefetch')
         self._source = source
         self._prefetch = prefetch
         self._thread: threading.Thread | None = None

@@ -31,6 +31,7 @@ import tensorflow as tf
 from ..utils.misc import warn_user
 from ..utils.session import get_default_session_or_error
 from ..utils.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
+from ..utils.validation import check_positive_int, check_positive_number
 from .component import LoopComponent
 from .event_keys import EventKeys
 
@@ -133,9 +134,7 @@ class CheckpointSaver:
                  max_to_keep: int | None = None):
         self._variables = normalize_variables(variables, 'variables')
         self._objects = check_checkpoint_objects(objects, 'objects', allow_reserved=True)
-        if max_to_keep is not None and (type(max_to_keep) is not int or max_to_keep < 1):
-            raise ValueError(
-                f'`max_to_keep` must be a positive int or None, got {max_to_keep!r}')
+        max_to_keep = check_positive_int(max_to_keep, 'max_to_keep', allow_none=True)
         if not isinstance(filename, str) or not filename or os.sep in filename:
             raise ValueError(f'`filename` must be a plain file name, got {filename!r}')
         self._save_dir = os.path.abspath(save_dir)
@@ -497,14 +496,10 @@ class Checkpointer(LoopComponent):
                  restore: bool | str = True, variables: Any = None):
         if not isinstance(checkpoint_dir, (str, os.PathLike)) or not str(checkpoint_dir):
             raise TypeError(f'`checkpoint_dir` must be a directory path, got {checkpoint_dir!r}')
-        for name, value in (('checkpoint_epoch_freq', epoch_freq),
-                            ('checkpoint_step_freq', step_freq),
-                            ('checkpoint_max_to_keep', max_to_keep)):
-            if value is not None and (type(value) is not int or value < 1):
-                raise ValueError(f'`{name}` must be a positive integer: got {value!r}')
-        if secs is not None and (isinstance(secs, bool) or not isinstance(secs, (int, float))
-                                 or not secs > 0):
-            raise ValueError(f'`checkpoint_secs` must be a positive number: got {secs!r}')
+        epoch_freq = check_positive_int(epoch_freq, 'checkpoint_epoch_freq', allow_none=True)
+        step_freq = check_positive_int(step_freq, 'checkpoint_step_freq', allow_none=True)
+        max_to_keep = check_positive_int(max_to_keep, 'checkpoint_max_to_keep', allow_none=True)
+        secs = check_positive_number(secs, 'checkpoint_secs', allow_none=True)
         if not isinstance(restore, (bool, str, os.PathLike)):
             raise TypeError(
                 f'`restore_checkpoint` must be True, False or a checkpoint path, got {restore!r}')

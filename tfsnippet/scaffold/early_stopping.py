@@ -9,6 +9,7 @@ import numpy as np
 
 from ..utils.misc import warn_user
 from ..utils.tf_vars import normalize_variables, variable_name, variable_shape
+from ..utils.validation import check_positive_int
 from ..utils.var_io import assign_variables, read_variables
 from .component import LoopComponent
 
@@ -46,9 +47,7 @@ class EarlyStopping(LoopComponent):
             raise ValueError(
                 '`early_stopping=True` needs `param_vars`: the variables whose best '
                 'values are kept, got none')
-        if patience is not None and (type(patience) is not int or patience < 1):
-            raise ValueError(
-                f'`early_stopping_patience` must be a positive int or None, got {patience!r}')
+        patience = check_positive_int(patience, 'early_stopping_patience', allow_none=True)
         self._variables = values
         self._patience = patience
         self._snapshot: list[np.ndarray] | None = None

@@ -22,6 +22,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from .component import LoopComponent
+from ..utils.validation import check_positive_int
 from .event_keys import EventKeys
 
 __all__ = ['SummaryWriter', 'SummaryLogger', 'DEFAULT_SUMMARY_SKIP_PATTERN']
@@ -152,12 +153,8 @@ class SummaryLogger(LoopComponent):
         elif skip_pattern is not None and not isinstance(skip_pattern, re.Pattern):
             raise TypeError(
                 f'`summary_skip_pattern` must be a regex, a str or None, got {skip_pattern!r}')
-        freqs = {}
-        for name, freq in (commit_freqs or {}).items():
-            if type(freq) is not int or freq < 1:
-                raise ValueError(
-                    f'`summary_commit_freqs[{name!r}]` must be a positive int, got {freq!r}')
-            freqs[name] = freq
+        freqs = {name: check_positive_int(freq, f'summary_commit_freqs[{name!r}]')
+                 for name, freq in (commit_freqs or {}).items()}
         if graph is not None and not hasattr(graph, 'as_graph_def'):
             raise TypeError(f'`summary_graph` must be a tf.Graph, got {graph!r}')
         self._summary_dir = summary_dir

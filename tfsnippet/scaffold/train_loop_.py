@@ -19,6 +19,7 @@ from ..utils.misc import ETA, humanize_duration
 from ..utils.session import get_default_session_or_error
 from ..utils.statistics import StatisticsCollector
 from ..utils.tf_vars import is_variable, normalize_variables
+from ..utils.validation import check_positive_int
 from .checkpoint import Checkpointer
 from .component import LoopComponent
 from .early_stopping import EarlyStopping
@@ -55,13 +56,7 @@ def _check_limit(name: str, value: Any) -> int | None:
         else:
             value = get_default_session_or_error().run(value)
         value = value.item() if isinstance(value, np.ndarray) and value.shape == () else value
-    if isinstance(value, np.integer):
-        value = int(value)
-    if type(value) is not int:
-        raise TypeError(f'`{name}` must be a positive int or None, got {value!r}')
-    if value < 1:
-        raise ValueError(f'`{name}` must be a positive int or None, got {value!r}')
-    return value
+    return check_positive_int(value, name, allow_none=True)
 
 
 class TrainLoop(DisposableContext):

@@ -10,6 +10,7 @@ import tensorflow as tf
 from ..scaffold.event_keys import EventKeys
 from ..utils.events import EventSource
 from ..utils.session import ensure_variables_initialized, get_default_session_or_error
+from ..utils.validation import check_positive_int, check_positive_number
 
 __all__ = ['BaseTrainer', 'check_schedule']
 
@@ -31,8 +32,8 @@ def check_schedule(epochs: Any = None, steps: Any = None, seconds: Any = None) -
     """Check that exactly one of `epochs`, `steps`, `seconds` is given; return ``(kind, value)``.
 
     Raises:
-        ValueError: None or several are given, or the value is not positive
-            (a positive int for epochs and steps, a positive number for seconds).
+        ValueError: None or several are given, or the value is not positive.
+        TypeError: The value is not an int (epochs, steps) or a number (seconds).
     """
     given = [(k, v) for k, v in (('epochs', epochs), ('steps', steps), ('seconds', seconds))
              if v is not None]
@@ -41,11 +42,8 @@ def check_schedule(epochs: Any = None, steps: Any = None, seconds: Any = None) -
                          f'specified, got {dict(given) or "none"}')
     kind, value = given[0]
     if kind == 'seconds':
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise ValueError(f'`seconds` must be a positive number, got {value!r}')
-    elif type(value) is not int or value < 1:
-        raise ValueError(f'`{kind}` must be a positive int, got {value!r}')
-    return kind, value
+        return kind, check_positive_number(value, kind)
+    return kind, check_positive_int(value, kind)
 
 
 class _Hook:

@@ -13,6 +13,7 @@ from ..scaffold.component import LoopComponent
 from ..scaffold.event_keys import EventKeys
 from ..scaffold.scheduled_var import ScheduledVariable
 from ..utils.tf_vars import is_variable
+from ..utils.validation import check_positive_int
 from ..utils.var_io import assign_variables, read_variables
 
 __all__ = ['LossGuard', 'LossGuardError', 'ReduceOnPlateau', 'ProgressBar']
@@ -47,8 +48,7 @@ class LossGuard(LoopComponent):
             raise TypeError(f'`metric` must be a metric name, got {metric!r}')
         if action not in ('raise', 'stop'):
             raise ValueError(f"`action` must be 'raise' or 'stop', got {action!r}")
-        if type(every) is not int or every < 1:
-            raise ValueError(f'`every` must be a positive int, got {every!r}')
+        every = check_positive_int(every, 'every')
         if threshold is not None and (isinstance(threshold, bool) or
                                       not isinstance(threshold, (int, float))):
             raise TypeError(f'`threshold` must be a number or None, got {threshold!r}')
@@ -116,8 +116,7 @@ class ReduceOnPlateau(LoopComponent):
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or \
                 not 0. < factor < 1.:
             raise ValueError(f'`factor` must be a number in (0, 1), got {factor!r}')
-        if type(patience) is not int or patience < 1:
-            raise ValueError(f'`patience` must be a positive int, got {patience!r}')
+        patience = check_positive_int(patience, 'patience')
         self._value = value
         self._factor = float(factor)
         self._patience = patience

@@ -8,6 +8,7 @@ from typing import Any
 import tensorflow as tf
 
 from ..utils.tf_vars import as_tf_variable
+from ..utils.validation import check_positive_int, check_positive_number
 
 __all__ = ['clip_gradients', 'GradientAccumulator']
 
@@ -30,10 +31,8 @@ def clip_gradients(grads: Sequence[Any], clip_norm: float | None = None,
     """
     if clip_norm is None and clip_value is None:
         raise ValueError('Give `clip_norm` and/or `clip_value`')
-    for name, value in (('clip_norm', clip_norm), ('clip_value', clip_value)):
-        if value is not None and (isinstance(value, bool) or
-                                  not isinstance(value, (int, float)) or not value > 0):
-            raise ValueError(f'`{name}` must be a positive number, got {value!r}')
+    clip_norm = check_positive_number(clip_norm, 'clip_norm', allow_none=True)
+    clip_value = check_positive_number(clip_value, 'clip_value', allow_none=True)
     grads = list(grads)
     if clip_norm is not None:
         present = [g for g in grads if g is not None]
@@ -69,8 +68,7 @@ class GradientAccumulator:
 
     def __init__(self, variables: Sequence[Any], num_batches: int,
                  clip_norm: float | None = None, clip_value: float | None = None):
-        if type(num_batches) is not int or num_batches < 1:
-            raise ValueError(f'`num_batches` must be a positive int, got {num_batches!r}')
+        num_batches = check_positive_int(num_batches, 'num_batches')
         self._variables = [as_tf_variable(v) for v in variables]
         if not self._variables:
             raise ValueError('`variables` must not be empty')
