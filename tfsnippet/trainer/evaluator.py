@@ -12,7 +12,7 @@ import tensorflow as tf
 from ..scaffold.event_keys import EventKeys
 from ..utils.events import EventSource
 from ..utils.session import get_default_session_or_error
-from .feed_dict import merge_feed_dict, resolve_feed_dict
+from .feed_dict import batch_feed_dict, merge_feed_dict, resolve_feed_dict
 from .trainer import check_inputs_match, is_graph_fetch
 
 __all__ = ['Evaluator', 'Validator', 'auto_batch_weight']
@@ -159,11 +159,7 @@ class Evaluator:
 
     def _evaluate_batch(self, batch: Any, run_feed_dict: Mapping | None) -> dict[str, Any]:
         if self._graph:
-            if len(batch) != len(self._inputs):
-                raise ValueError(f'`inputs` has {len(self._inputs)} placeholders but a batch '
-                                 f'of `data_flow` holds {len(batch)} arrays')
-            feed = resolve_feed_dict(merge_feed_dict(
-                self._feed_dict, run_feed_dict, zip(self._inputs, batch)), inplace=True)
+            feed = batch_feed_dict(self._inputs, batch, self._feed_dict, run_feed_dict)
             names = list(self._metrics)
             values = get_default_session_or_error().run(
                 [self._metrics[n] for n in names], feed_dict=feed)

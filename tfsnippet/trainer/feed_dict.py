@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..scaffold.scheduled_var import ScheduledVariable
 from .dynamic_values import DynamicValue
 
-__all__ = ['merge_feed_dict', 'resolve_feed_dict']
+__all__ = ['merge_feed_dict', 'resolve_feed_dict', 'batch_feed_dict']
 
 
 def merge_feed_dict(*feed_dicts: Any) -> dict:
@@ -39,3 +39,15 @@ def resolve_feed_dict(feed_dict: Mapping | None, inplace: bool = False) -> dict:
         elif callable(value):
             out[key] = value()
     return out
+
+
+def batch_feed_dict(inputs: Sequence[Any], batch: Sequence[Any], *feed_dicts: Any) -> dict:
+    """The resolved feed of one batch: `feed_dicts` merged, then `batch` fed to `inputs`.
+
+    Raises:
+        ValueError: The batch does not hold one array per placeholder of `inputs`.
+    """
+    if len(batch) != len(inputs):
+        raise ValueError(f'`inputs` has {len(inputs)} placeholders but a batch of `data_flow` '
+                         f'holds {len(batch)} arrays')
+    return resolve_feed_dict(merge_feed_dict(*feed_dicts, zip(inputs, batch)), inplace=True)

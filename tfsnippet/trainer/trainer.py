@@ -11,7 +11,7 @@ import tensorflow as tf
 from ..dataflows import ExtraInfoDataFlow
 from ..utils.session import get_default_session_or_error
 from .base_trainer import BaseTrainer
-from .feed_dict import merge_feed_dict, resolve_feed_dict
+from .feed_dict import batch_feed_dict, merge_feed_dict, resolve_feed_dict
 
 __all__ = ['Trainer', 'LossTrainer', 'is_graph_fetch']
 
@@ -111,7 +111,6 @@ class Trainer(BaseTrainer):
         self._feed_dict = dict(feed_dict or {})
         self._metrics = metrics
         self._summaries = summaries
-        self._checked_arity = False
 
     @property
     def train_op(self) -> Any:
@@ -147,16 +146,7 @@ class Trainer(BaseTrainer):
         for _, batch in self._loop.iter_steps(self._data_flow):
             yield batch
 
-    def _check_arity(self, batch: Any) -> None:
-        if self._graph and len(batch) != len(self._inputs):
-            raise ValueError(
-                f'`inputs` has {len(self._inputs)} placeholders but a batch of `data_flow` '
-                f'holds {len(batch)} arrays')
-        self._checked_arity = True
-
     def _run_step(self, batch: Any) -> None:
-        if not self._checked_arity:
-            self._check_arity(batch)
         loop = self._loop
         if not self._graph:
             if self._feed_dict:
@@ -169,8 +159,7 @@ class Trainer(BaseTrainer):
                 out = {'loss': out}
             loop.collect_metrics(out)
             return
-        feed = resolve_feed_dict(merge_feed_dict(self._feed_dict, zip(self._inputs, batch)),
-                                 inplace=True)
+        feed = batch_feed_dict(self._inputs, batch, self._feed_dict)
         names = list(self._metrics)
         fetches = [self._train_op] + [self._metrics[n] for n in names]
         summaries = self._summaries if loop.summary_writer is not None else []
