@@ -549,3 +549,24 @@ def test_clip_gradients_on_graph_tensors(session):
     np.testing.assert_allclose(session.run(by_norm[2]), [0., 6.])
     by_value = clip_gradients([a, b], clip_value=3.5)
     np.testing.assert_allclose(session.run(by_value), [[3., 3.5], [0., 3.5]])
+
+
+def test_progress_bar_over_a_graph_trainer(session):
+    import io
+
+    x = v1.placeholder(tf.float32, [None], name='x')
+    w = v1.get_variable('w', initializer=tf.constant(1.))
+    loss = tf.reduce_sum(tf.square(w - x))
+    train_op = v1.train.GradientDescentOptimizer(.1).minimize(loss)
+    lines, bar_file = [], io.StringIO()
+    loop = spt.TrainLoop([w], max_epoch=2, print_func=lines.append, show_eta=False)
+    loop.add_component(spt.ProgressBar(file=bar_file, mininterval=0))
+    trainer = spt.Trainer(loop, train_op, [x], vector_batches([1.], [2.], [3.]),
+                          metrics={'loss': loss})
+    trainer.log_after_epochs(1)
+    with loop:
+        trainer.run()
+    assert [tag_of(line) for line in lines[-2:]] == ['[Epoch 1/2, Step 3]', '[Epoch 2/2, Step 6]']
+    assert loop.print_func == lines.append
+    text = bar_file.getvalue()
+    assert 'Epoch 1/2' in text and '3/3' in text

@@ -470,12 +470,12 @@ class _LoopState(CheckpointSavableObject):
     def get_state(self) -> dict[str, Any]:
         return {'loop': self._loop.state_dict(),
                 'components': {c.state_key: c.state_dict()
-                               for c in self._loop._components if c.state_key}}
+                               for c in self._loop.components if c.state_key}}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self._loop.load_state_dict(state['loop'])
         saved = state.get('components', {})
-        for c in self._loop._components:
+        for c in self._loop.components:
             if c.state_key and c.state_key in saved:
                 c.load_state_dict(saved[c.state_key])
 

@@ -390,6 +390,11 @@ class TrainLoop(DisposableContext):
         return self._within_step
 
     @property
+    def components(self) -> tuple[LoopComponent, ...]:
+        """The plugged-in components, in registration order."""
+        return tuple(self._components)
+
+    @property
     def print_func(self) -> Callable[[str], Any]:
         """The function receiving every printed line; settable."""
         return self._print_func
