@@ -301,3 +301,19 @@ def test_gradient_accumulator_gradient_count_mismatch():
     acc = GradientAccumulator([tf.Variable(1.), tf.Variable(2.)], 2)
     with raises(ValueError, '1 gradients given for 2 variables'):
         acc.apply(None, [tf.constant(1.)])
+
+
+def test_evaluator_time_metric_name_not_a_name():
+    with spt.TrainLoop(max_epoch=1) as loop:
+        with raises(TypeError, '`time_metric_name` must be a metric name or None, got 3'):
+            spt.Evaluator(loop, lambda x: {'valid_loss': x}, data_flow=[(1.,)],
+                          time_metric_name=3)
+
+
+@pytest.mark.parametrize('kwargs, error, message', [
+    ({'flush_secs': 0}, ValueError, '`flush_secs` must be a positive number, got 0'),
+    ({'max_queue': 1.5}, TypeError, '`max_queue` must be a positive int, got 1.5'),
+], ids=['flush_secs', 'max_queue'])
+def test_summary_writer_bad_options(tmp_path, kwargs, error, message):
+    with raises(error, message):
+        spt.SummaryWriter(str(tmp_path), **kwargs)

@@ -22,7 +22,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from .component import LoopComponent
-from ..utils.validation import check_positive_int
+from ..utils.validation import check_positive_int, check_positive_number
 from .event_keys import EventKeys
 
 __all__ = ['SummaryWriter', 'SummaryLogger', 'DEFAULT_SUMMARY_SKIP_PATTERN']
@@ -67,6 +67,8 @@ class SummaryWriter:
     def __init__(self, logdir: str, flush_secs: float = 10., max_queue: int = 100):
         if not isinstance(logdir, str) or not logdir:
             raise ValueError(f'`logdir` must be a directory path, got {logdir!r}')
+        flush_secs = check_positive_number(flush_secs, 'flush_secs')
+        max_queue = check_positive_int(max_queue, 'max_queue')
         self._writer = EventFileWriter(logdir, max_queue_size=max_queue, flush_secs=flush_secs)
         self._closed = False
 

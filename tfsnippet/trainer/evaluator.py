@@ -73,6 +73,10 @@ class Evaluator:
                              'function of the batch returning the metrics')
         if data_flow is None or not hasattr(data_flow, '__iter__'):
             raise ValueError(f'`data_flow` must be an iterable of batches, got {data_flow!r}')
+        if time_metric_name is not None and (not isinstance(time_metric_name, str) or
+                                             not time_metric_name):
+            raise TypeError(f'`time_metric_name` must be a metric name or None, got '
+                            f'{time_metric_name!r}')
         if batch_weight_func is not None and not callable(batch_weight_func):
             raise TypeError(f'`batch_weight_func` must be callable or None, got '
                             f'{batch_weight_func!r}')
