@@ -299,7 +299,8 @@ class CheckpointSaver:
         self._store.recover()
 
     # ------------------------------------------------------------ save
-    def save(self, global_step: int, session: Any = None) -> str:
+    def save(self, global_step: int, session: Any = None,
+             best: Mapping[str, Any] | None = None) -> str:
         """Write a checkpoint named ``<filename>-<global_step>``; return its path.
 
         The states of the objects are taken at this moment.  A checkpoint
@@ -311,6 +312,9 @@ class CheckpointSaver:
             session: Graph mode: the session to read the variables with
                 (default: the default session).  Must be ``None`` in eager
                 mode.
+            best: Pin the checkpoint as the best one, recording this
+                JSON-serializable dict with it (see
+                :meth:`~.store.CheckpointStore.pin_best`).
 
         Raises:
             TypeError: `global_step` is not an int, or `session` not a session.
@@ -331,7 +335,24 @@ class CheckpointSaver:
                              'variables': labels, 'objects': states},
                             f, protocol=pickle.HIGHEST_PROTOCOL)
 
-        return self._store.save(step, write)
+        return self._store.save(step, write, best=best)
+
+    def saved_values(self, path: str) -> dict[int, Any]:
+        """The values that the checkpoint at `path` holds for the registered
+        variables, as ``{id(tf.Variable): numpy array}``; nothing is assigned.
+
+        Raises:
+            CheckpointError: The checkpoint's variables cannot be read, or
+                one of the registered variables is not among them.
+        """
+        prefix = os.path.join(os.path.abspath(path), _VARS_PREFIX)
+        var_dict = self._variable_dict()
+        try:
+            reader = tf.train.load_checkpoint(prefix)
+            return {id(var): reader.get_tensor(key) for key, var in var_dict.items()}
+        except Exception as e:
+            raise CheckpointError(
+                f'Cannot read the variables of checkpoint {path!r}: {e}') from e
 
     # ------------------------------------------------------------ restore
     def restore(self, path: str, session: Any = None) -> dict[str, Any]:

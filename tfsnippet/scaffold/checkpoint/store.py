@@ -12,8 +12,10 @@ else on disk.
     checkpoint's *sequence number*: 1 for the first save into the folder,
     one more than any number seen before for each later save.
 ``checkpoint_index.json``
-    ``{"checkpoints": [names, oldest first], "seq": N}``, where ``N`` is the
-    highest sequence number assigned when the index was written.
+    ``{"checkpoints": [names, oldest first], "seq": N, "best": B}``, where
+    ``N`` is the highest sequence number assigned when the index was
+    written, and ``B`` is ``null`` or ``{"name": <the pinned best
+    checkpoint>, ...what the caller recorded with it}``.
 ``.tmp-*``
     Unfinished writes (a checkpoint directory ``.tmp-<name>-<hex>/``, an
     index ``.tmp-<hex>.json``).  Never complete: removed by recovery.
@@ -73,6 +75,16 @@ the next one starts, so once ``save`` has returned an OS crash cannot undo
 it or surface a half-written file; an OS crash during a save leaves one of
 the states above.
 
+**The best checkpoint**: ``save(step, write, best=info)`` or
+``pin_best(step, info)`` pins one checkpoint as the best.  The pin is a
+field of the index, so it moves with the index's atomic ``os.replace``:
+the index written in step 4 (or by ``pin_best``) names the new best and no
+longer lists the old best if the retention rule drops it; the old best is
+then pruned like any other checkpoint (steps 5 and 6, or recovery after a
+kill).  Retention keeps the `max_to_keep` newest checkpoints and the
+pinned best, which it never removes (so one more when the best is older).  A kill at any instant thus leaves
+the old best pinned (and present) or the new one.
+
 **Recovery**: :meth:`CheckpointStore.recover` (what a start does, and what
 the first save of a store does first) deletes ``.tmp-`` entries, renames
 back a displaced copy whose checkpoint is missing and dooms the other
@@ -101,7 +113,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,6 +150,7 @@ class _Scan:
 
     listed: list[str] = field(default_factory=list)
     index_seq: int | None = None
+    best: dict[str, Any] | None = None      # the index's record of the best, if any
     entries: dict[str, _Entry] = field(default_factory=dict)
     displaced: dict[str, list[_Entry]] = field(default_factory=dict)
     doomed: list[str] = field(default_factory=list)
@@ -242,6 +255,20 @@ class CheckpointStore:
         paths = self.checkpoints()
         return paths[-1] if paths else None
 
+    def best(self) -> tuple[str, dict[str, Any]] | None:
+        """``(path, info)`` of the pinned best checkpoint, or ``None``.
+
+        `info` is what was given with it to :meth:`save` or :meth:`pin_best`.
+        ``None`` when no checkpoint is pinned or the pinned one is gone.
+        """
+        scan = self._scan()
+        if scan.best is None:
+            return None
+        for entry in self._view(scan)[0]:
+            if entry.name == scan.best['name']:
+                return entry.path, {k: v for k, v in scan.best.items() if k != 'name'}
+        return None
+
     def _step_of(self, name: str) -> int | None:
         m = self._name_re.fullmatch(name)
         return int(m.group(1)) if m else None
@@ -257,7 +284,8 @@ class CheckpointStore:
         scan = _Scan()
         if not os.path.isdir(self._save_dir):
             return scan
-        scan.listed, scan.index_seq = _read_index(os.path.join(self._save_dir, INDEX_FILE))
+        scan.listed, scan.index_seq, scan.best = _read_index(
+            os.path.join(self._save_dir, INDEX_FILE))
         for item in os.scandir(self._save_dir):
             name = item.name
             if name.startswith(TMP_PREFIX):
@@ -297,7 +325,8 @@ class CheckpointStore:
         return kept + newer, stale
 
     # ------------------------------------------------------------ writing
-    def save(self, step: int, write: Callable[[str], Any]) -> str:
+    def save(self, step: int, write: Callable[[str], Any],
+             best: Mapping[str, Any] | None = None) -> str:
         """Write the checkpoint of `step` and make it the newest; return its path.
 
         `write` is called with the path of a new empty directory and fills
@@ -310,12 +339,16 @@ class CheckpointStore:
             step: The step number (an int >= 0).
             write: Fills the directory it is given; must not create
                 ``.checkpoint-store.json``.
+            best: Pin the new checkpoint as the best, recording this
+                JSON-serializable dict with it (see :meth:`pin_best`);
+                ``None`` keeps the pin where it is.
 
         Returns:
             The path of the checkpoint, ``<save_dir>/<filename>-<step>``.
 
         Raises:
-            TypeError: `step` is not an int or `write` is not callable.
+            TypeError: `step` is not an int, `write` is not callable or
+                `best` is not a JSON-serializable dict.
             ValueError: `step` is negative.
             RuntimeError: `write` created the store's marker file.
 
@@ -326,6 +359,7 @@ class CheckpointStore:
         step = check_step(step)
         if not callable(write):
             raise TypeError(f'`write` must be a callable taking a directory path, got {write!r}')
+        best_info = None if best is None else _check_best_info(best)
         if not self._recovered:
             self.recover()
         self._make_save_dir()
@@ -368,11 +402,12 @@ class CheckpointStore:
         # 4. the index, with the retention rule applied
         names = [e.name for e in view if e.name != name] + [name]
         paths = {e.name: e.path for e in view}
-        victims: list[str] = []
-        if self._max_to_keep is not None and len(names) > self._max_to_keep:
-            cut = len(names) - self._max_to_keep
-            victims, names = names[:cut], names[cut:]
-        self._write_index(names, seq)
+        if best_info is not None:
+            pin: dict[str, Any] | None = {**best_info, 'name': name}
+        else:
+            pin = scan.best if scan.best is not None and scan.best['name'] in names else None
+        victims, names = self._retain(names, pin)
+        self._write_index(names, seq, pin)
 
         # 5.-6. delete the pruned checkpoints and the displaced copy
         doomed = [self._doom(paths[n], n) for n in victims]
@@ -380,6 +415,49 @@ class CheckpointStore:
             doomed.append(self._doom(displaced, name))
         self._delete(doomed)
         return final
+
+    def pin_best(self, step: int, info: Mapping[str, Any]) -> str:
+        """Pin the existing checkpoint of `step` as the best; return its path.
+
+        The index records `info` (a JSON-serializable dict, such as
+        ``{'metric': 'valid_loss', 'value': 0.25}``) with it, and
+        :meth:`best` returns it.  Retention never removes the pinned best;
+        the checkpoint pinned before becomes an ordinary one, and is removed
+        at once if it is older than the `max_to_keep` newest.
+
+        Raises:
+            TypeError: `step` is not an int, or `info` is not a
+                JSON-serializable dict.
+            ValueError: There is no checkpoint of `step`.
+        """
+        step = check_step(step)
+        info = _check_best_info(info)
+        if not self._recovered:
+            self.recover()
+        name = f'{self._filename}-{step}'
+        scan = self._scan()
+        view = self._view(scan)[0]
+        names = [e.name for e in view]
+        if name not in names:
+            raise ValueError(f'`step` {step} has no checkpoint to pin in {self._save_dir!r}; '
+                             f'the checkpoints are {names}')
+        paths = {e.name: e.path for e in view}
+        pin = {**info, 'name': name}
+        victims, names = self._retain(names, pin)
+        self._write_index(names, scan.max_seq(), pin)
+        self._delete([self._doom(paths[n], n) for n in victims])
+        return paths[name]
+
+    def _retain(self, names: list[str],
+                pin: dict[str, Any] | None) -> tuple[list[str], list[str]]:
+        """``(removed, kept)`` of `names` (oldest first) by the retention rule: the
+        `max_to_keep` newest, and the pinned best."""
+        if self._max_to_keep is None or len(names) <= self._max_to_keep:
+            return [], names
+        pinned = None if pin is None else pin['name']
+        cut = len(names) - self._max_to_keep
+        victims = [n for n in names[:cut] if n != pinned]
+        return victims, [n for n in names if n not in victims]
 
     def recover(self) -> None:
         """Finish or undo what killed saves left; keep every complete checkpoint.
@@ -413,8 +491,10 @@ class CheckpointStore:
         view, stale = self._view(scan)
         names = [e.name for e in view]
         seq = scan.max_seq()
-        if names != scan.listed or (seq != scan.index_seq and (names or scan.listed)):
-            self._write_index(names, seq)
+        pin = scan.best if scan.best is not None and scan.best['name'] in names else None
+        if (names != scan.listed or pin != scan.best or
+                (seq != scan.index_seq and (names or scan.listed))):
+            self._write_index(names, seq, pin)
         doomed += [self._doom(e.path, e.name) for e in stale]
         self._delete(doomed, sync=bool(stale))
         self._recovered = True
@@ -434,11 +514,13 @@ class CheckpointStore:
             for path in reversed(created):
                 self._sync_dir(os.path.dirname(path))
 
-    def _write_index(self, names: list[str], seq: int) -> None:
+    def _write_index(self, names: list[str], seq: int,
+                     best: dict[str, Any] | None = None) -> None:
         tmp = os.path.join(self._save_dir, f'{TMP_PREFIX}{uuid.uuid4().hex}.json')
         try:
             with open(tmp, 'w', encoding='utf-8') as f:
-                json.dump({'format': _INDEX_FORMAT, 'seq': seq, 'checkpoints': names}, f)
+                json.dump({'format': _INDEX_FORMAT, 'seq': seq, 'checkpoints': names,
+                           'best': best}, f)
                 f.flush()
                 if self._durable:
                     os.fsync(f.fileno())
@@ -487,20 +569,35 @@ def check_step(step: Any, name: str = 'step') -> int:
     return value
 
 
-def _read_index(path: str) -> tuple[list[str], int | None]:
-    """``(listed names, sequence number)``; ``([], None)`` without a readable index."""
+def _read_index(path: str) -> tuple[list[str], int | None, dict[str, Any] | None]:
+    """``(listed names, sequence number, best)``; ``([], None, None)`` without a
+    readable index."""
     try:
         with open(path, encoding='utf-8') as f:
             data = json.load(f)
     except (OSError, ValueError):
-        return [], None
+        return [], None, None
     if not isinstance(data, dict) or not isinstance(data.get('checkpoints'), list):
-        return [], None
+        return [], None, None
     names = [n for n in data['checkpoints'] if isinstance(n, str)]
     seq = data.get('seq')
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
         seq = None
-    return names, seq
+    best = data.get('best')
+    if not isinstance(best, dict) or best.get('name') not in names:
+        best = None
+    return names, seq, best
+
+
+def _check_best_info(info: Any) -> dict[str, Any]:
+    """A copy of `info`, the record of a best checkpoint, once checked."""
+    rule = '`best` must be a JSON-serializable dict without the key "name"'
+    if not isinstance(info, Mapping) or 'name' in info:
+        raise TypeError(f'{rule}, got {info!r}')
+    try:
+        return dict(json.loads(json.dumps(dict(info), allow_nan=False)))
+    except (TypeError, ValueError) as e:
+        raise TypeError(f'{rule}, got {info!r}: {e}') from e
 
 
 def _read_seq(path: str) -> int:

@@ -6,16 +6,19 @@ import os
 import signal
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
 
 from ...utils.events import Every
 from ...utils.validation import check_positive_int, check_positive_number
+from ..checkpoint.export import WEIGHTS_SUFFIX, check_export_path, is_keras_model, write_export
 from ..checkpoint.saver import (_STATE_FILE, _TMP_PREFIX, CheckpointSavableObject,
                                 CheckpointSaver, check_checkpoint_objects)
+from ..checkpoint.store import CheckpointStore
 from ..event_keys import EventKeys
+from ..metrics.monitor import Monitor, loop_monitor
 from .base import LoopComponent
 
 __all__ = ['Checkpointer', 'TrainingPreempted', 'PREEMPTED_EXIT_CODE']
@@ -68,6 +71,24 @@ class Checkpointer(LoopComponent):
     :class:`TrainingPreempted` (exit status 143); the next start resumes
     exactly there.  ``SIGINT`` (Ctrl+C) keeps raising ``KeyboardInterrupt``
     unless it is listed.
+
+    **The best checkpoint** (`keep_best`): ``True`` watches the loop's
+    validation metric in its direction, a metric name watches that metric
+    (``'min'``/``'max'`` from its name, see :class:`~tfsnippet.Monitor`;
+    NaN is never the best).  At the end of an epoch in which the metric
+    improved, the checkpoint of that epoch (the scheduled one, or one
+    saved for this) is pinned as the best: the index records it with the
+    metric's name and value, it is kept beside the `max_to_keep` newest
+    checkpoints, and the checkpoint pinned before becomes an ordinary one
+    (removed when older than the `max_to_keep` newest).  Resuming still
+    starts from the newest checkpoint, and takes the best value so far from
+    the index, so the pin survives resumes; ``restore=False`` starts a new
+    best.  The pinned checkpoint holds the state at the end of that epoch:
+    validate after the step loop for the weights that were validated.
+
+    **Export** (`export_best`): when the loop is left normally (not through
+    an exception or a preemption), the pinned best weights are written for
+    serving with :meth:`export_best`.
     """
 
     role = 'checkpointer'
@@ -76,7 +97,9 @@ class Checkpointer(LoopComponent):
                  step_freq: int | None = None, secs: float | None = None,
                  max_to_keep: int | None = None, save_objects: Mapping[str, Any] | None = None,
                  restore: bool | str = True, variables: Any = None,
-                 preemption_signals: Sequence[str | int] = ('SIGTERM',)):
+                 preemption_signals: Sequence[str | int] = ('SIGTERM',),
+                 keep_best: bool | str = False,
+                 export_best: str | os.PathLike[str] | None = None):
         if not isinstance(checkpoint_dir, (str, os.PathLike)) or not str(checkpoint_dir):
             raise TypeError(f'`checkpoint_dir` must be a directory path, got {checkpoint_dir!r}')
         epoch_freq = check_positive_int(epoch_freq, 'checkpoint_epoch_freq', allow_none=True)
@@ -92,6 +115,20 @@ class Checkpointer(LoopComponent):
                 raise ValueError(
                     f'`restore_checkpoint` must be True, False or the path of an existing '
                     f'checkpoint, but {restore!r} is not a checkpoint')
+        if not isinstance(keep_best, (bool, str)) or keep_best == '':
+            raise TypeError(f'`checkpoint_keep_best` must be True, False or a metric name, got '
+                            f'{keep_best!r}')
+        if export_best is not None:
+            if keep_best is False:
+                raise ValueError('`export_best` needs `checkpoint_keep_best`: the weights of the '
+                                 'best checkpoint are what it exports')
+            export_best = check_export_path(export_best, 'export_best')
+        self._keep_best = keep_best
+        self._export_path = export_best
+        self._best_monitor: Monitor | None = None
+        self._best_pending: float | None = None     # an improvement not pinned yet
+        self._unwatch: Callable[[], None] | None = None
+        self._best_saver: CheckpointSaver | None = None   # kept after the exit, for exports
         self._signals = [_check_signal(sig) for sig in preemption_signals]
         self._dir = os.path.abspath(checkpoint_dir)
         self._epoch_freq = epoch_freq
@@ -130,8 +167,28 @@ class Checkpointer(LoopComponent):
             raise ValueError(
                 f'`checkpoint_dir` {self._dir!r} is not writable: {e}') from e
 
-    def save(self, loop: Any) -> str:
+    @property
+    def best_monitor(self) -> Monitor | None:
+        """The :class:`~tfsnippet.Monitor` of the metric `keep_best` watches
+        (``None`` without `keep_best` or before the loop is entered)."""
+        return self._best_monitor
+
+    def best_checkpoint(self) -> tuple[str, dict[str, Any]] | None:
+        """``(path, record)`` of the pinned best checkpoint, or ``None``.
+
+        The record holds the ``metric``, its ``value``, ``mode``, ``epoch``
+        and ``step``.
+        """
+        saver = self._saver or self._best_saver
+        if saver is None:
+            return CheckpointStore(os.path.join(self._dir, 'checkpoint')).best()
+        return saver.store.best()
+
+    def save(self, loop: Any, best: Mapping[str, Any] | None = None) -> str:
         """Write a checkpoint now, at `loop.step`; return its path.
+
+        `best` pins it as the best checkpoint, with this record (see
+        :meth:`~tfsnippet.scaffold.checkpoint.store.CheckpointStore.pin_best`).
 
         Raises:
             RuntimeError: The loop is not entered, or the checkpoint could not
@@ -141,7 +198,7 @@ class Checkpointer(LoopComponent):
         if self._saver is None:
             raise RuntimeError('The loop of this Checkpointer is not entered')
         try:
-            path = self._saver.save(loop.step)
+            path = self._saver.save(loop.step, best=best)
         except (OSError, tf.errors.OpError) as e:
             raise RuntimeError(
                 f'Could not write a checkpoint into `checkpoint_dir` {self._dir!r} (is the disk '
@@ -152,6 +209,94 @@ class Checkpointer(LoopComponent):
             if schedule.kind == 'seconds':   # `secs` count from the last save of any kind
                 schedule.reset(loop)
         return path
+
+    # ------------------------------------------------------------ the best
+    def _on_best_value(self, value: float) -> None:
+        assert self._best_monitor is not None
+        if self._best_monitor.update(value):
+            self._best_pending = self._best_monitor.best
+
+    def _save_best(self, loop: Any) -> str | None:
+        """Pin the checkpoint of now as the best, if the metric improved since the
+        last pin: the one saved here already, else a new one."""
+        if self._best_pending is None:
+            return None
+        assert self._saver is not None and self._best_monitor is not None
+        monitor = self._best_monitor
+        record = {'metric': monitor.name, 'value': self._best_pending, 'mode': monitor.mode,
+                  'epoch': loop.epoch, 'step': loop.step}
+        self._best_pending = None
+        store = self._saver.store
+        if self._last_saved == (loop.epoch, loop.step, loop.progress.epoch_finished) and \
+                store.path_of(loop.step) in store.checkpoints():
+            try:
+                return store.pin_best(loop.step, record)
+            except OSError as e:
+                raise RuntimeError(
+                    f'Could not pin the best checkpoint in `checkpoint_dir` {self._dir!r}: '
+                    f'{type(e).__name__}: {e}; the earlier checkpoints are intact') from e
+        return self.save(loop, best=record)
+
+    def export_best(self, loop: Any, path: str | os.PathLike[str]) -> list[str]:
+        """Write the weights of the pinned best checkpoint to `path`, for serving.
+
+        Eager mode: `path` is a ``.weights.h5`` file written by
+        ``model.save_weights`` for the Keras model in `save_objects` (with
+        several, model ``key`` goes to ``<path stem>-<key>.weights.h5``), or
+        with no model, a file of the values of the loop's `param_vars` by
+        name.  Graph mode: `path` is a directory that receives a
+        ``tf.compat.v1.train.Saver`` checkpoint of `param_vars` (all
+        trainable variables without them).  See
+        :func:`~tfsnippet.export_weights`: each file is written atomically,
+        and :func:`~tfsnippet.warm_start` reads it back.  The values come
+        from the checkpoint; the variables keep their own.
+
+        Returns:
+            The paths written.
+
+        Raises:
+            RuntimeError: The loop was never entered, no `keep_best`, or no
+                best checkpoint has been pinned (the message names the
+                watched metric and the metrics collected).
+            ValueError: The directory of `path` does not exist, or `path`
+                does not suit the TF style.
+        """
+        if self._keep_best is False:
+            raise RuntimeError('`export_best` needs `checkpoint_keep_best=True` (or a metric '
+                               'name): the weights of the best checkpoint are what it exports')
+        saver = self._saver or self._best_saver
+        if saver is None:
+            raise RuntimeError('`export_best` needs the loop to have been entered')
+        path = check_export_path(path, 'path')
+        recorded = saver.store.best()
+        if recorded is None:
+            name = self._best_monitor.name if self._best_monitor is not None else '?'
+            raise RuntimeError(
+                f'No best checkpoint to export in `checkpoint_dir` {self._dir!r}: `{name}`, '
+                f'which `checkpoint_keep_best` watches, has no value that counts (never '
+                f'collected, or only NaN); the metrics collected were '
+                f'{loop.metric_book.names()}')
+        values = saver.saved_values(recorded[0])
+        written = []
+        for target_path, targets in self._export_targets(path):
+            write_export(target_path, targets, values)
+            written.append(target_path)
+        return written
+
+    def _export_targets(self, path: str) -> list[tuple[str, Any]]:
+        if not tf.executing_eagerly():
+            variables = self._variables or tf.compat.v1.trainable_variables()
+            return [(path, variables)]
+        models = [(key, obj) for key, obj in self._objects.items() if is_keras_model(obj)]
+        if len(models) == 1:
+            return [(path, models[0][1])]
+        if models:
+            stem = path[:-len(WEIGHTS_SUFFIX)]
+            return [(f'{stem}-{key}{WEIGHTS_SUFFIX}', model) for key, model in models]
+        if not self._variables:
+            raise RuntimeError('`export_best` has nothing to export: pass `param_vars` or a '
+                               'Keras model in `checkpoint_save_objects`')
+        return [(path, self._variables)]
 
     # ------------------------------------------------------------ hooks
     def on_restore(self, loop: Any) -> None:
@@ -183,6 +328,17 @@ class Checkpointer(LoopComponent):
         # what is on disk now (or nothing to save yet): the exit saves only a newer state
         self._last_saved = (loop.epoch, loop.step, loop.progress.epoch_finished)
         self.restored_from = None if restored is None else restored[0]
+        self._best_saver = self._saver
+        self._best_monitor, self._best_pending = None, None
+        if self._keep_best is not False:
+            self._best_monitor = loop_monitor(
+                loop, 'checkpoint_keep_best', None if self._keep_best is True else self._keep_best,
+                None)
+            recorded = self._saver.store.best() if restored is not None else None
+            value = None if recorded is None else recorded[1].get('value')
+            if (recorded is not None and recorded[1].get('metric') == self._best_monitor.name
+                    and isinstance(value, (int, float))):
+                self._best_monitor.best = float(value)   # the pinned best survives resumes
         if restored is not None:
             loop.println(f'Resume training: epoch {loop.epoch}, step {loop.step}, '
                          f'from checkpoint {restored[0]}')
@@ -200,6 +356,13 @@ class Checkpointer(LoopComponent):
                 f'`checkpoint_dir`, and `spt.warm_start(...)` to load their weights')
 
     def on_enter(self, loop: Any) -> None:
+        if self._best_monitor is not None:
+            name = self._best_monitor.name
+            self._unwatch = loop.watch_metric(name, self._on_best_value)
+            # subscribed before the scheduled save: AFTER_EPOCH handlers run in
+            # reverse order, so the pin comes after it and reuses its checkpoint
+            self.subscribe(loop, EventKeys.AFTER_EPOCH, self._save_best)
+            self.expect_metric(loop, name, '`checkpoint_keep_best`')
         if self._epoch_freq is not None:
             self.subscribe(loop, EventKeys.AFTER_EPOCH, self.save,
                            every=Every(epochs=self._epoch_freq))
@@ -227,7 +390,7 @@ class Checkpointer(LoopComponent):
             self.subscribe(loop, EventKeys.AFTER_EPOCH, self._preempt)
 
     def _preempt(self, loop: Any) -> None:
-        path = self.save(loop)
+        path = self._save_best(loop) or self.save(loop)
         loop.println(f'Preempted by {self._preempted_by} at epoch {loop.epoch}, step '
                      f'{loop.step}: saved checkpoint {path}; exiting with status '
                      f'{PREEMPTED_EXIT_CODE}, the next start resumes from it')
@@ -244,14 +407,27 @@ class Checkpointer(LoopComponent):
         for sig, previous in self._previous_handlers.items():
             signal.signal(sig, previous)
         self._previous_handlers = {}
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+        if self._best_monitor is not None:
+            loop.events.remove_owned((self, 'expect', self._best_monitor.name))
         try:
-            if error is None and self._saver is not None and self._last_saved != (
-                    loop.epoch, loop.step, loop.progress.epoch_finished):
-                self.save(loop)   # the state at the end, so a re-run redoes nothing
+            if error is None and self._saver is not None:
+                self._save_best(loop)   # an improvement after the last epoch's end
+                if self._last_saved != (loop.epoch, loop.step, loop.progress.epoch_finished):
+                    self.save(loop)   # the state at the end, so a re-run redoes nothing
             if error is None and self._preempted_by is not None:
                 loop.println(f'Preempted by {self._preempted_by} after training: exiting with '
                              f'status {PREEMPTED_EXIT_CODE}')
                 raise TrainingPreempted(PREEMPTED_EXIT_CODE)
+            if error is None and self._export_path is not None:
+                paths = self.export_best(loop, self._export_path)
+                best = self.best_checkpoint()
+                assert best is not None
+                loop.println(f'Exported the best weights ({best[1]["metric"]} = '
+                             f'{best[1]["value"]:.6g}, epoch {best[1]["epoch"]}, step '
+                             f'{best[1]["step"]}) to {", ".join(paths)}')
         finally:
             self._step_schedules = []
             self._saver = None

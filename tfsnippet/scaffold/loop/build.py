@@ -30,6 +30,8 @@ def build_components(param_vars: Any = None, *,
                      checkpoint_max_to_keep: int | None = None,
                      checkpoint_save_objects: Mapping[str, Any] | None = None,
                      restore_checkpoint: bool | str = True,
+                     checkpoint_keep_best: bool | str = False,
+                     export_best: str | None = None,
                      summary_dir: str | None = None,
                      summary_writer: Any = None,
                      summary_graph: Any = None,
@@ -69,6 +71,15 @@ def build_components(param_vars: Any = None, *,
     (``False``), and says so.  Writes are atomic: a process killed during a
     save leaves the earlier checkpoints usable.
 
+    **The best checkpoint** (``checkpoint_keep_best=True``, or a metric name
+    instead of the loop's `valid_metric_name`): at the end of each epoch in
+    which the metric improved, that epoch's checkpoint is pinned as the
+    best, kept beside the `checkpoint_max_to_keep` newest ones; with
+    ``export_best=path`` its weights are written to `path` when the loop is
+    left normally (a Keras ``.weights.h5`` in eager mode, a TF checkpoint
+    directory in graph mode; see
+    :meth:`~tfsnippet.scaffold.components.checkpointer.Checkpointer.export_best`).
+
     **Warm start** (``warm_start=...``): a run that resumes no checkpoint
     starts from other weights (see :class:`~tfsnippet.scaffold.components.warm_start.WarmStart`).
 
@@ -102,11 +113,12 @@ def build_components(param_vars: Any = None, *,
             checkpoint_dir, epoch_freq=checkpoint_epoch_freq, step_freq=checkpoint_step_freq,
             secs=checkpoint_secs, max_to_keep=checkpoint_max_to_keep,
             save_objects=checkpoint_save_objects, restore=restore_checkpoint,
-            variables=param_vars))
+            variables=param_vars, keep_best=checkpoint_keep_best, export_best=export_best))
     elif any(v is not None for v in (checkpoint_epoch_freq, checkpoint_step_freq,
                                      checkpoint_secs, checkpoint_max_to_keep,
-                                     checkpoint_save_objects)):
-        raise ValueError('The `checkpoint_*` options need `checkpoint_dir`')
+                                     checkpoint_save_objects, export_best)) or \
+            checkpoint_keep_best is not False:
+        raise ValueError('The `checkpoint_*` options and `export_best` need `checkpoint_dir`')
 
     if summary_dir is not None or summary_writer is not None:
         components.append(SummaryLogger(

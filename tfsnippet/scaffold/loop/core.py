@@ -60,8 +60,8 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
         valid_metric_smaller_is_better: ``None`` infers it from the name
             (``acc``/``accuracy`` endings are larger-is-better).
         clock: Time source for timers, the ETA and ``every=`` schedules.
-        checkpoint_*, summary_*, early_stopping*, restore_checkpoint, warm_start:
-            The feature arguments, see ``build_components``.
+        checkpoint_*, summary_*, early_stopping*, restore_checkpoint, warm_start,
+        export_best: The feature arguments, see ``build_components``.
     """
 
     def __init__(self, param_vars: Sequence[Any] | Mapping[str, Any] | None = None,
@@ -82,6 +82,7 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
                  early_stopping: bool = False, *, early_stopping_patience: int | None = None,
                  checkpoint_step_freq: int | None = None, checkpoint_secs: float | None = None,
                  warm_start: Any = None, summary_histogram_freq: int | None = None,
+                 checkpoint_keep_best: bool | str = False, export_best: str | None = None,
                  clock: Callable[[], float] = time.perf_counter):
         self._param_vars = normalize_variables(param_vars, 'param_vars')
         if var_groups is not None and (isinstance(var_groups, str) or
@@ -123,13 +124,12 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
                 self._param_vars, valid_metric_name=valid_metric_name or None,
                 valid_metric_mode=mode, early_stopping=early_stopping,
                 early_stopping_patience=early_stopping_patience, checkpoint_dir=checkpoint_dir,
-                checkpoint_epoch_freq=checkpoint_epoch_freq,
-                checkpoint_step_freq=checkpoint_step_freq, checkpoint_secs=checkpoint_secs,
-                checkpoint_max_to_keep=checkpoint_max_to_keep,
-                checkpoint_save_objects=checkpoint_save_objects,
-                restore_checkpoint=restore_checkpoint, summary_dir=summary_dir,
-                summary_writer=summary_writer, summary_graph=summary_graph,
-                summary_metric_prefix=summary_metric_prefix,
+                checkpoint_epoch_freq=checkpoint_epoch_freq, checkpoint_secs=checkpoint_secs,
+                checkpoint_step_freq=checkpoint_step_freq, export_best=export_best,
+                checkpoint_max_to_keep=checkpoint_max_to_keep, summary_dir=summary_dir,
+                checkpoint_save_objects=checkpoint_save_objects, summary_graph=summary_graph,
+                restore_checkpoint=restore_checkpoint, checkpoint_keep_best=checkpoint_keep_best,
+                summary_writer=summary_writer, summary_metric_prefix=summary_metric_prefix,
                 summary_skip_pattern=summary_skip_pattern,
                 summary_commit_freqs=summary_commit_freqs, warm_start=warm_start,
                 summary_histogram_freq=summary_histogram_freq):

@@ -41,7 +41,6 @@ class FeatureFacades:
         checkpointer = self.component('checkpointer')
         return checkpointer.saver if checkpointer is not None else None
 
-
     def _feature(self, role: str, what: str, how: str) -> Any:
         component = self.component(role)
         if component is None:
@@ -53,6 +52,17 @@ class FeatureFacades:
         """Save a checkpoint at the current step now and return its path."""
         return self._feature('checkpointer', 'Checkpoint directory is not configured',
                              '`checkpoint_dir`').save(self)
+
+    def export_best(self, path: str) -> list[str]:
+        """Write the weights of the best checkpoint (``checkpoint_keep_best``) to
+        `path` for serving, inside the ``with`` block or after it; return the
+        paths written (see :meth:`Checkpointer.export_best
+        <tfsnippet.scaffold.components.checkpointer.Checkpointer.export_best>`)."""
+        checkpointer = self.component('checkpointer')
+        if checkpointer is None:
+            raise RuntimeError('`export_best()` needs the best checkpoint: pass '
+                               '`checkpoint_dir` and `checkpoint_keep_best=True` to TrainLoop')
+        return checkpointer.export_best(self, path)
 
     def add_summary(self, summary: Any) -> None:
         """Write a ``Summary`` proto or its bytes (from ``session.run``) at the loop's step."""
