@@ -60,8 +60,8 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
         valid_metric_smaller_is_better: ``None`` infers it from the name
             (``acc``/``accuracy`` endings are larger-is-better).
         clock: Time source for timers, the ETA and ``every=`` schedules.
-        checkpoint_*, summary_*, early_stopping*, restore_checkpoint, warm_start,
-        export_best: The feature arguments, see ``build_components``.
+        checkpoint_*, summary_*, early_stopping*, restore_checkpoint, warm_start, export_best:
+            The feature arguments, see ``build_components``.
     """
 
     def __init__(self, param_vars: Sequence[Any] | Mapping[str, Any] | None = None,
