@@ -44,6 +44,7 @@ WEIGHTS_SUFFIX = '.weights.h5'
 _TF_STATE_FILE = 'checkpoint'
 _EXPORT_PREFIX = 'weights-'
 _EXPORT_RE = re.compile(re.escape(_EXPORT_PREFIX) + r'[0-9a-f]{32}\.(index|data-.*)')
+_TMP_RE = re.compile(re.escape(TMP_PREFIX) + r'[0-9a-f]{32}')
 
 # {id(tf.Variable): value}: the values to export instead of the variables' own
 Values = Mapping[int, np.ndarray]
@@ -234,5 +235,5 @@ def _export_tf_checkpoint(path: str, names: list[str], arrays: list[np.ndarray])
         raise
     for item in os.listdir(path):   # the previous export, and leftovers of killed ones
         if (_EXPORT_RE.fullmatch(item) and not item.startswith(name + '.')) or \
-                item.startswith(TMP_PREFIX):
+                _TMP_RE.fullmatch(item):
             os.remove(os.path.join(path, item))

@@ -82,8 +82,9 @@ the index written in step 4 (or by ``pin_best``) names the new best and no
 longer lists the old best if the retention rule drops it; the old best is
 then pruned like any other checkpoint (steps 5 and 6, or recovery after a
 kill).  Retention keeps the `max_to_keep` newest checkpoints and the
-pinned best, which it never removes (so one more when the best is older).  A kill at any instant thus leaves
-the old best pinned (and present) or the new one.
+pinned best, which it never removes (one more when the best is older).  A
+kill at any instant thus leaves the old best pinned (and present) or the
+new one.
 
 **Recovery**: :meth:`CheckpointStore.recover` (what a start does, and what
 the first save of a store does first) deletes ``.tmp-`` entries, renames
