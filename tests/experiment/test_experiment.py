@@ -300,6 +300,12 @@ def test_only_the_first_loop_checkpoints_into_the_run_dir_and_every_loop_records
                         auto_checkpoint=False) as exp:
         with spt.TrainLoop([], max_epoch=1, print_func=lambda s: None) as loop:
             assert loop.component('checkpointer') is None
+        late = spt.TrainLoop([], max_epoch=1, print_func=lambda s: None)
+    with late:   # made inside, entered after the block: records nowhere, raises nothing
+        for _ in late.iter_epochs():
+            late.collect_metrics(valid_loss=1.)
+        late.collect_results(test_loss=1.)
+    assert not exp.active and dict(exp.results) == {}
     with spt.TrainLoop([], max_epoch=1) as outside:   # no Experiment: nothing added
         assert outside.component('run_recorder') is None
 

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any, Generic, TypeVar
 
@@ -190,7 +191,9 @@ class Experiment(Generic[_C]):
     :func:`~tfsnippet.distributed.cluster_info`): only the chief writes
     files, the store and the sinks; other workers parse the same config and
     record nothing.  Give a `name` (or ``--resume``) so that every worker
-    agrees on the run directory: without one, each makes its own id.
+    agrees on the run directory: without one, each makes its own id.  Every
+    worker's first loop gets :attr:`checkpoint_dir`, so that all resume the
+    same state; who saves there is the checkpointer's business.
 
     Args:
         config_or_class: A :class:`~tfsnippet.Config` subclass or dataclass
@@ -200,8 +203,8 @@ class Experiment(Generic[_C]):
         name: The run's id and directory name (letters, digits, ``._-``);
             by default a new id from the time and a random suffix.  An
             existing run of that name is resumed.
-        args: The command-line arguments, ``sys.argv[1:]`` by default.
-            ``--resume RUN_ID`` is read from them too.
+        args: The command-line arguments, ``sys.argv[1:]`` by default (in
+            a notebook, pass ``[]``).  ``--resume RUN_ID`` is read from them too.
         sinks: More :class:`~tfsnippet.experiment.sinks.RunSink` objects to
             mirror the run to (an MLflow mirror...); the SQLite store is
             always written.  A sink's error is reported and does not stop
@@ -370,6 +373,11 @@ class Experiment(Generic[_C]):
         return self._status
 
     @property
+    def active(self) -> bool:
+        """Whether the ``with`` block is open (what is recorded goes somewhere)."""
+        return self._status == 'running'
+
+    @property
     def store(self) -> ResultsStore | None:
         """The results store while the block is open (the chief only), else ``None``."""
         return self._store
@@ -448,7 +456,11 @@ class Experiment(Generic[_C]):
                 self._info.update(status=status, ended=time.time())
                 if exc is not None and status == 'failed':
                     self._info['error'] = f'{type(exc).__name__}: {exc}'
-                _write_json(os.path.join(self._run_dir, RUN_FILE), self._info)
+                try:
+                    _write_json(os.path.join(self._run_dir, RUN_FILE), self._info)
+                except OSError as e:   # never hide the exception leaving the block
+                    warnings.warn(f'Could not write the final status of run {self._run_id!r} '
+                                  f'into {RUN_FILE}: {e}', RuntimeWarning, stacklevel=3)
         finally:
             self._live_sinks = []
             self._started_sinks = []
@@ -480,7 +492,7 @@ class Experiment(Generic[_C]):
                 triples, oldest first.
             best: The best validation values so far, if they changed.
         """
-        if not self._is_chief or not self._entered:
+        if not self._is_chief or not self.active:
             return
         with self._lock:
             if epochs:
@@ -502,7 +514,7 @@ class Experiment(Generic[_C]):
                     self._call(sink, 'log_best', dict(best))
 
     def _record_results(self, values: dict[str, float]) -> None:
-        if not self._entered or self._status not in ('running',):
+        if not self.active:
             raise RuntimeError('`results.update()` must be called inside the Experiment\'s '
                                '`with` block')
         if not self._is_chief or not values:

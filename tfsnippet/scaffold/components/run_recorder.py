@@ -20,6 +20,9 @@ class RecordingTarget(Protocol):
 
     flush_secs: float
 
+    @property
+    def active(self) -> bool: ...
+
     def log_epochs(self, epochs: list[tuple[int, int, dict[str, dict[str, Any]]]],
                    best: Mapping[str, float] | None = None) -> None: ...
 
@@ -99,7 +102,7 @@ class RunRecorder(LoopComponent):
         """Hand the buffered epochs and the best value over to the Experiment now."""
         pending, best = self._pending, self._best
         self._pending, self._best = [], {}
-        if pending or best:
+        if (pending or best) and self._target.active:
             self._target.log_epochs(pending, best or None)
 
     def on_exit(self, loop: TrainLoop, error: BaseException | None) -> None:
@@ -108,5 +111,5 @@ class RunRecorder(LoopComponent):
             self._current = {}
         self.flush()
         results = loop.results
-        if results:
+        if results and self._target.active:   # else the Experiment was left before the loop
             self._target.results.update(results)
