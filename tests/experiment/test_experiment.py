@@ -477,13 +477,13 @@ def test_a_saved_config_that_no_longer_matches_the_class_is_refused(tmp_path):
         pass
     saved = read_json(tmp_path / 'old' / 'config.json')
     saved['momentum'] = 0.9
-    del saved['steps']
+    del saved['steps'], saved['optimizer']   # a section left out is named once
     (tmp_path / 'old' / 'config.json').write_text(json.dumps(saved))
     path = str(tmp_path / 'old' / 'config.json')
     with pytest.raises(ValueError, match=re.escape(
             f"Cannot resume run 'old': its saved config {path!r} no longer matches RunConfig: "
-            f"the class has no field `momentum`; the saved config has no `steps`. Start a new "
-            f"run (another `name`), or edit the saved config")):
+            f"the class has no field `momentum`; the saved config has no `optimizer`, `steps`. "
+            f"Start a new run (another `name`), or edit the saved config")):
         spt.Experiment(RunConfig, root=tmp_path, name='old', args=[])
 
 

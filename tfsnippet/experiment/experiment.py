@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any, Generic, TypeVar
 
 from .config import (_all_paths, _is_config_class, _is_config_instance, config_from_dict,
@@ -658,9 +658,9 @@ def _read_saved_config(path: str, cls: type, run_id: str) -> dict[str, Any]:
                          f'{type(saved).__name__}, not a mapping')
     known = set(_all_paths(cls))
     flat_saved = _paths(saved)
-    unknown = sorted(p for p in flat_saved if p not in known)
-    missing = sorted(p for p in known if p not in flat_saved
-                     and not any(p.startswith(u + '.') for u in unknown))
+    # a section given or left out whole is named once, not with each of its fields
+    unknown = _outermost(p for p in flat_saved if p not in known)
+    missing = _outermost(p for p in known if p not in flat_saved)
     problems = []
     if unknown:
         problems.append(f'the class has no field {", ".join(f"`{p}`" for p in unknown)}')
@@ -677,6 +677,11 @@ def _read_saved_config(path: str, cls: type, run_id: str) -> dict[str, Any]:
             f'{cls.__name__}: {"; ".join(problems)}. Start a new run (another `name`), or '
             f'edit the saved config')
     return saved
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    chosen = sorted(paths)
+    return [p for p in chosen if not any(p.startswith(q + '.') for q in chosen)]
 
 
 def _paths(values: Mapping[str, Any], prefix: str = '') -> set[str]:
