@@ -1,4 +1,4 @@
-"""Tests of spt.Experiment: run files, statuses, resume, the loop recorder, sinks, HParams, errors."""
+"""Tests of spt.Experiment: run files, statuses, resume, the recorder, sinks, HParams, errors."""
 
 from __future__ import annotations
 

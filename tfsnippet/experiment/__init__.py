@@ -1,4 +1,4 @@
-"""Experiment tooling: typed configs, runs with their directories and results, and the results store."""
+"""Experiment tooling: typed configs, runs with their directory and results, the results store."""
 
 from .config import (Config, ConfigField, config_from_dict, config_to_dict, get_config_defaults,
                      load_config_file, parse_config, register_config_arguments)

@@ -242,8 +242,10 @@ class Experiment(Generic[_C]):
         else:
             raise TypeError('`config_or_class` must be a Config subclass, a dataclass, or an '
                             f'instance of one, got {_short(config_or_class)}')
-        if not isinstance(root, (str, os.PathLike)) or not os.fspath(root):
+        if not isinstance(root, (str, os.PathLike)):
             raise TypeError(f'`root` must be a directory path, got {_short(root)}')
+        if not os.fspath(root):
+            raise ValueError('`root` must be a directory path, got \'\'')
         if name is not None:
             _check_run_name(name, '`name`')
         if args is not None and (isinstance(args, str) or not all(
@@ -287,8 +289,9 @@ class Experiment(Generic[_C]):
         self._run_dir = os.path.join(self._root, self._run_id)
         saved_path = os.path.join(self._run_dir, CONFIG_FILE)
         if resume is not None and not os.path.isfile(saved_path):
+            close = _close_runs(self._root, resume)
             raise ValueError(f'`--resume`: no run {resume!r} in {self._root!r} (no '
-                             f'{os.path.join(resume, CONFIG_FILE)}){_close_runs(self._root, resume)}')
+                             f'{os.path.join(resume, CONFIG_FILE)}){close}')
         self._resumed = os.path.isfile(saved_path)
         self._overrides: dict[str, tuple[Any, Any]] = {}
         if self._resumed:

@@ -1,4 +1,4 @@
-"""A run's config and final metrics as TensorBoard HParams data, for its dashboard to compare runs."""
+"""A run's config and final metrics as TensorBoard HParams data, for its dashboard."""
 
 from __future__ import annotations
 
