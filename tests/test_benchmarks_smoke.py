@@ -200,3 +200,24 @@ def test_rows_survive_the_json_hand_over(bench, tmp_path):
         == [4.0, float('inf')]
     assert [bench.met_text(r.met) for r in rows] == ['yes', '']
     bench.write_rows(None, rows)   # no path: nothing written, no error
+
+
+RECORDING_SCRIPT = SCRIPT.parent / 'bench_recording.py'
+
+
+def test_bench_recording_quick_run_prints_the_table():
+    env = dict(os.environ, PYTHONIOENCODING='utf-8')
+    proc = subprocess.run(
+        [sys.executable, str(RECORDING_SCRIPT), '--quick'], cwd=str(SCRIPT.parents[1]), env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding='utf-8', timeout=600)
+    assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}'
+    summary = proc.stdout[proc.stdout.index('Summary'):]
+    lines = summary.splitlines()
+    for column in ('case', 'best µs/step', 'median µs/step', 'difference µs/step', 'target',
+                   'met'):
+        assert column in lines[1], lines[1]
+    rows = {line.split('  ')[0].strip(): line for line in lines[3:]}
+    assert 'TrainLoop, no Experiment' in rows
+    for case in ('in an Experiment, flush_secs=0 (a write per epoch)',
+                 'in an Experiment, flush_secs=1 (default)'):
+        assert rows[case].rstrip().endswith(('yes', 'no')), rows[case]

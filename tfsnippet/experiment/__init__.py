@@ -1,12 +1,14 @@
-"""Experiment tooling: typed configs filled from defaults, config files and the command line,
-and the results store."""
+"""Experiment tooling: typed configs, runs with their directory and results, the results store."""
 
 from .config import (Config, ConfigField, config_from_dict, config_to_dict, get_config_defaults,
                      load_config_file, parse_config, register_config_arguments)
+from .experiment import Experiment, RunResults, current_experiment
+from .sinks import RunSink, SinkError, StoreSink
 from .store import EpochRow, ResultsStore, RunRow
 
 __all__ = [
     'Config', 'ConfigField', 'config_from_dict', 'config_to_dict', 'get_config_defaults',
     'load_config_file', 'parse_config', 'register_config_arguments', 'ResultsStore', 'RunRow',
-    'EpochRow',
+    'EpochRow', 'Experiment', 'RunResults', 'current_experiment', 'RunSink', 'StoreSink',
+    'SinkError',
 ]

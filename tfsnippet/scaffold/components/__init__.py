@@ -7,8 +7,9 @@ from .early_stopping import EarlyStopping
 from .loss_guard import LossGuard, LossGuardError
 from .progress_bar import ProgressBar
 from .reduce_on_plateau import ReduceOnPlateau
+from .run_recorder import RunRecorder
 from .summaries import SummaryLogger
 from .warm_start import WarmStart
 
 __all__ = ['LoopComponent', 'Checkpointer', 'EarlyStopping', 'LossGuard', 'LossGuardError',
-           'ProgressBar', 'ReduceOnPlateau', 'SummaryLogger', 'WarmStart']
+           'ProgressBar', 'ReduceOnPlateau', 'RunRecorder', 'SummaryLogger', 'WarmStart']

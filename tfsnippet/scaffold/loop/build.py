@@ -9,8 +9,10 @@ from typing import Any
 from ..components.base import LoopComponent
 from ..components.checkpointer import Checkpointer
 from ..components.early_stopping import EarlyStopping
+from ..components.run_recorder import RunRecorder
 from ..components.summaries import SummaryLogger
 from ..components.warm_start import WarmStart
+from ...experiment.experiment import current_experiment
 from ...utils.validation import check_bool, check_positive_int
 from ..summary_writer import (DEFAULT_SUMMARY_SKIP_PATTERN, check_commit_freqs,
                               check_skip_pattern)
@@ -93,6 +95,12 @@ def build_components(param_vars: Any = None, *,
     ``session.run``.  With `summary_dir` the loop opens and closes the
     writer (and writes `summary_graph`); a `summary_writer` is not closed.
 
+    **Inside an open** :class:`~tfsnippet.Experiment`: a
+    :class:`~tfsnippet.scaffold.components.run_recorder.RunRecorder` records
+    the loop into the run, and the first loop made without a
+    `checkpoint_dir` checkpoints into the run directory
+    (``Experiment.checkpoint_dir``), so that re-running the run resumes it.
+
     Raises:
         ValueError: An option of a feature that is off (``checkpoint_*``
             without `checkpoint_dir`, `early_stopping_patience` without
@@ -100,6 +108,9 @@ def build_components(param_vars: Any = None, *,
         TypeError: An option of the wrong type.
     """
     components: list[LoopComponent] = []
+    experiment = current_experiment()
+    if experiment is not None and checkpoint_dir is None:
+        checkpoint_dir = experiment.claim_checkpoint_dir()
     if check_bool(early_stopping, 'early_stopping'):
         if not valid_metric_name:
             raise ValueError('`early_stopping=True` needs a `valid_metric_name`, got None')
@@ -135,4 +146,6 @@ def build_components(param_vars: Any = None, *,
                             f'{summary_metric_prefix!r}')
     if warm_start is not None:
         components.append(WarmStart(warm_start))
+    if experiment is not None:
+        components.append(RunRecorder(experiment))
     return components

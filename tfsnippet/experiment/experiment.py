@@ -1,0 +1,743 @@
+"""One training run as a context manager: its config, run directory, status, results and sinks."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import math
+import numbers
+import os
+import platform
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import IO, Any, Generic, TypeVar
+
+from .config import (_all_paths, _is_config_class, _is_config_instance, config_from_dict,
+                     config_to_dict, parse_config)
+from .sinks import StoreSink, check_sinks, report_sink_error
+from .store import ResultsStore, flatten_config
+
+__all__ = ['Experiment', 'RunResults', 'current_experiment', 'PREEMPTED_EXIT_CODE',
+           'CONFIG_FILE', 'RESULT_FILE', 'RUN_FILE', 'CONSOLE_FILE']
+
+_C = TypeVar('_C')
+
+CONFIG_FILE = 'config.json'
+"""The config of a run, in its run directory (reloaded when the run is resumed)."""
+
+RESULT_FILE = 'result.json'
+"""The final results of a run, ``{name: value}``."""
+
+RUN_FILE = 'run.json'
+"""Facts about a run: id, name, status, host, command line, versions, git commit, starts."""
+
+CONSOLE_FILE = 'console.log'
+"""A copy of what the run printed to stdout and stderr (appended to on resume)."""
+
+#: What a preempted process exits with (``TrainingPreempted``, a SystemExit): 128 + SIGTERM.
+PREEMPTED_EXIT_CODE = 143
+
+_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*')
+_VERSIONED = ('tensorflow', 'keras', 'numpy', 'tensorboard')
+
+# the Experiments whose `with` block is open, innermost last
+_ACTIVE: list[Experiment[Any]] = []
+
+
+def current_experiment() -> Experiment[Any] | None:
+    """The innermost :class:`Experiment` whose ``with`` block is open, or ``None``."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + '...'
+
+
+class RunResults(Mapping[str, float]):
+    """The final results of an :class:`Experiment`'s run: read like a dict, written with
+    :meth:`update` (each call records at once: store, ``result.json``, sinks)."""
+
+    def __init__(self, experiment: Experiment[Any]) -> None:
+        self._experiment = experiment
+        self._values: dict[str, float] = {}
+
+    def update(self, values: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        """Record final results ``{name: number}``; later values of a name replace earlier.
+
+        Raises:
+            TypeError: A name is not a str or a value is not a real number.
+            RuntimeError: The Experiment's ``with`` block is not open.
+        """
+        if values is not None and not isinstance(values, Mapping):
+            raise TypeError(f'`values` must be a mapping of names to numbers, got '
+                            f'{_short(values)}')
+        merged = {**(values or {}), **kwargs}
+        checked: dict[str, float] = {}
+        for name, value in merged.items():
+            if not isinstance(name, str) or not name:
+                raise TypeError(f'Result names must be non-empty str, got {_short(name)}')
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f'`results[{name!r}]` must be a real number, got '
+                                f'{_short(value)} ({type(value).__name__})')
+            checked[name] = float(value)
+        self._experiment._record_results(checked)
+        self._values.update(checked)
+
+    def __getitem__(self, name: str) -> float:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f'RunResults({self._values!r})'
+
+
+class _Tee:
+    """A text stream that writes to the original stream and to the run's console file."""
+
+    def __init__(self, stream: IO[str], copy: IO[str]) -> None:
+        self._stream = stream
+        self._copy = copy
+
+    def write(self, text: str) -> int:
+        n = self._stream.write(text)
+        try:
+            self._copy.write(text)
+        except (OSError, ValueError):   # a full disk or a closed file: the console comes first
+            pass
+        return n
+
+    def flush(self) -> None:
+        self._stream.flush()
+        try:
+            self._copy.flush()
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:   # isatty, fileno, encoding...
+        return getattr(self._stream, name)
+
+
+class Experiment(Generic[_C]):
+    """One training run: its config, a run directory, its status, results and sinks.
+
+    ``with spt.Experiment(Config) as exp:`` parses the command line into the
+    config (defaults, then ``--config FILE``, then ``--field value``, as
+    :func:`~tfsnippet.parse_config`), makes the run directory
+    ``<root>/<run_id>`` and records the run in the results store of `root`
+    (``<root>/results.sqlite``, see :class:`~tfsnippet.ResultsStore`).  The
+    run directory holds ``config.json``, ``run.json`` (id, name, status,
+    host, command line, package versions, git commit and dirtiness when the
+    script is in a git checkout, every start), ``console.log`` (a copy of
+    stdout and stderr while the block is open, appended on resume),
+    ``result.json`` (the final results), ``checkpoint/`` (the loop's
+    checkpoints) and the TensorBoard HParams event file (the flattened
+    config, the final results as ``results/<name>`` and the best validation
+    values as ``best/<name>``; point TensorBoard at `root` and its HParams
+    dashboard compares the runs)::
+
+        class RunConfig(spt.Config):
+            lr = 1e-3
+            max_epoch = 10
+
+        with spt.Experiment(RunConfig) as exp:
+            with spt.TrainLoop(params, max_epoch=exp.config.max_epoch) as loop:
+                ...                                      # recorded with no extra code
+                loop.collect_results(test_acc=evaluate(test_data))
+            exp.results.update({'n_params': count})     # more final results
+
+    **A TrainLoop made inside the block** records into the run with no extra
+    code (a :class:`~tfsnippet.scaffold.components.run_recorder.RunRecorder`
+    is added to it): the statistics of each epoch as its epoch log line
+    prints them (mean, std and count per metric), the best value of its
+    validation metric and what ``loop.collect_results`` gets.  They are
+    buffered and written at the end of an epoch when `flush_secs` have
+    passed since the last write, and when the loop is left: never per step.
+    The first such loop given no ``checkpoint_dir`` checkpoints into
+    :attr:`checkpoint_dir` (the run directory; unless ``auto_checkpoint=False``).
+
+    **Status**: ``'running'`` while the block is open (a background thread
+    refreshes the heartbeat every `heartbeat_secs`, so a killed process
+    shows as ``'stale'`` in queries once `stale_after` passed), then
+    ``'completed'``, ``'failed'`` (an exception, ``KeyboardInterrupt``
+    included, or a ``SystemExit`` with a non-zero code) or ``'preempted'``
+    (``TrainingPreempted``, i.e. a ``SystemExit`` with code 143, which the
+    loop's checkpointer raises after saving on ``SIGTERM``).  The exception
+    is never swallowed.
+
+    **Resuming**: the same run directory again (the same `name`, or
+    ``--resume RUN_ID`` on the command line) resumes the run: its saved
+    ``config.json`` is reloaded in place of the class's defaults, and the
+    loop resumes from its checkpoints.  Options given on the command line
+    are applied on top of the saved config (to extend ``--max_epoch``, say):
+    the fields they change are printed and saved.  A saved config that no
+    longer matches the config class is an error naming the fields.
+
+    **Several workers** (``TF_CONFIG`` or SLURM, see
+    :func:`~tfsnippet.distributed.cluster_info`): only the chief writes
+    files, the store and the sinks; other workers parse the same config and
+    record nothing.  Give a `name` (or ``--resume``) so that every worker
+    agrees on the run directory: without one, each makes its own id.  Every
+    worker's first loop gets :attr:`checkpoint_dir`, so that all resume the
+    same state; who saves there is the checkpointer's business.
+
+    Args:
+        config_or_class: A :class:`~tfsnippet.Config` subclass or dataclass
+            (or an instance: updated in place, except on resume, where
+            :attr:`config` is a new instance holding the saved values).
+        root: The directory of the runs and their results store.
+        name: The run's id and directory name (letters, digits, ``._-``);
+            by default a new id from the time and a random suffix.  An
+            existing run of that name is resumed.
+        args: The command-line arguments, ``sys.argv[1:]`` by default (in
+            a notebook, pass ``[]``).  ``--resume RUN_ID`` is read from them too.
+        sinks: More :class:`~tfsnippet.experiment.sinks.RunSink` objects to
+            mirror the run to (an MLflow mirror...); the SQLite store is
+            always written.  A sink's error is reported and does not stop
+            training (see :class:`~tfsnippet.experiment.sinks.RunSink`).
+        tee: Copy stdout and stderr into ``console.log``.
+        hparams: Write TensorBoard HParams data into the run directory.
+        auto_checkpoint: Give the first TrainLoop made inside the block
+            :attr:`checkpoint_dir` as its ``checkpoint_dir``.
+        flush_secs: The least seconds between two writes of buffered epochs
+            (0: at the end of every epoch).
+        heartbeat_secs: How often the heartbeat is refreshed while the block is open.
+        stale_after: Seconds without a heartbeat after which the store shows
+            a running run as ``'stale'``.
+        is_chief: Whether this process writes; by default from
+            :func:`~tfsnippet.distributed.cluster_info`.
+
+    Raises:
+        TypeError: An argument has the wrong type.
+        ValueError: `name` is malformed, ``--resume`` names no run of
+            `root`, or a saved config no longer matches the config class;
+            when entered, `root` is not a writable directory.
+        SystemExit: Parsing the command line failed (code 2) or ``--help``.
+    """
+
+    def __init__(self, config_or_class: _C | type[_C], root: str | os.PathLike[str] = 'runs',
+                 name: str | None = None, args: Sequence[str] | None = None, *,
+                 sinks: Sequence[Any] | None = None, tee: bool = True, hparams: bool = True,
+                 auto_checkpoint: bool = True, flush_secs: float = 1.,
+                 heartbeat_secs: float = 60., stale_after: float = 600.,
+                 is_chief: bool | None = None) -> None:
+        if _is_config_class(config_or_class):
+            cls: type = config_or_class  # type: ignore[assignment]
+        elif _is_config_instance(config_or_class):
+            cls = type(config_or_class)
+        else:
+            raise TypeError('`config_or_class` must be a Config subclass, a dataclass, or an '
+                            f'instance of one, got {_short(config_or_class)}')
+        if not isinstance(root, (str, os.PathLike)):
+            raise TypeError(f'`root` must be a directory path, got {_short(root)}')
+        if not os.fspath(root):
+            raise ValueError('`root` must be a directory path, got \'\'')
+        if name is not None:
+            _check_run_name(name, '`name`')
+        if args is not None and (isinstance(args, str) or not all(
+                isinstance(a, str) for a in args)):
+            raise TypeError(f'`args` must be a list of str, got {_short(args)}')
+        for arg, value in (('flush_secs', flush_secs), ('heartbeat_secs', heartbeat_secs),
+                           ('stale_after', stale_after)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f'`{arg}` must be a number of seconds, got {_short(value)}')
+            if not value >= 0 or (arg == 'heartbeat_secs' and value == 0):
+                raise ValueError(f'`{arg}` must be {"> 0" if arg == "heartbeat_secs" else ">= 0"}'
+                                 f', got {value!r}')
+        self._sinks = check_sinks(sinks)
+        self._tee_wanted = bool(tee)
+        self._hparams_wanted = bool(hparams)
+        self._auto_checkpoint = bool(auto_checkpoint)
+        self.flush_secs = float(flush_secs)
+        self._heartbeat_secs = float(heartbeat_secs)
+        self._stale_after = float(stale_after)
+        if is_chief is None:
+            from ..distributed import cluster_info
+            is_chief = cluster_info().is_chief
+        self._is_chief = bool(is_chief)
+        self._root = os.path.abspath(os.fspath(root))
+
+        argv = list(sys.argv[1:] if args is None else args)
+        parser = argparse.ArgumentParser(description=_class_summary(cls), allow_abbrev=False)
+        parser.add_argument('--resume', metavar='RUN_ID',
+                            help=f'resume the run RUN_ID of the root directory {root!s} (its '
+                                 f'saved config, then the options given here)')
+        pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+        pre.add_argument('--resume')
+        resume = pre.parse_known_args(argv)[0].resume
+        if resume is not None:
+            _check_run_name(resume, '`--resume`')
+            if name is not None and name != resume:
+                raise ValueError(f'`name` is {name!r} but `--resume` asks for {resume!r}: '
+                                 f'give one of them')
+        self._run_id = resume or name or _new_run_id()
+        self._name = self._run_id
+        self._run_dir = os.path.join(self._root, self._run_id)
+        saved_path = os.path.join(self._run_dir, CONFIG_FILE)
+        if resume is not None and not os.path.isfile(saved_path):
+            close = _close_runs(self._root, resume)
+            raise ValueError(f'`--resume`: no run {resume!r} in {self._root!r} (no '
+                             f'{os.path.join(resume, CONFIG_FILE)}){close}')
+        self._resumed = os.path.isfile(saved_path)
+        self._overrides: dict[str, tuple[Any, Any]] = {}
+        if self._resumed:
+            saved = _read_saved_config(saved_path, cls, self._run_id)
+            config = parse_config(config_from_dict(cls, saved), argv, parser=parser)
+            before, after = flatten_config(saved, check=False), flatten_config(
+                config_to_dict(config), check=False)
+            self._overrides = {k: (before.get(k), v) for k, v in after.items()
+                               if before.get(k) != v}
+        else:
+            config = parse_config(config_or_class, argv, parser=parser)
+        self._config: _C = config
+        self._argv = argv
+        self._results = RunResults(self)
+        self._store: ResultsStore | None = None
+        self._store_sink: StoreSink | None = None
+        self._live_sinks: list[Any] = []
+        self._started_sinks: list[Any] = []
+        self._console: IO[str] | None = None
+        self._saved_streams: tuple[Any, Any] | None = None
+        self._hparams_writer: Any = None
+        self._best: dict[str, float] = {}
+        self._last_step = 0
+        self._status: str | None = None
+        self._entered = False
+        self._checkpoint_dir_taken = False
+        self._heartbeat_stop = threading.Event()
+        self._heartbeat_thread: threading.Thread | None = None
+        self._lock = threading.RLock()
+        self._info: dict[str, Any] = {}
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def config(self) -> _C:
+        """The config, filled from the command line (or reloaded on resume)."""
+        return self._config
+
+    @property
+    def run_id(self) -> str:
+        """The run's id: its `name`, ``--resume`` id, or a new one."""
+        return self._run_id
+
+    @property
+    def root(self) -> str:
+        """The directory of the runs and of their results store (absolute)."""
+        return self._root
+
+    @property
+    def run_dir(self) -> str:
+        """The run's directory, ``<root>/<run_id>``."""
+        return self._run_dir
+
+    @property
+    def checkpoint_dir(self) -> str:
+        """Where the run's TrainLoop checkpoints (its ``checkpoint/`` subdirectory):
+        the run directory."""
+        return self._run_dir
+
+    @property
+    def resumed(self) -> bool:
+        """Whether the run directory held a run already (its config was reloaded)."""
+        return self._resumed
+
+    @property
+    def overrides(self) -> dict[str, tuple[Any, Any]]:
+        """On resume, the fields the command line changed: ``{dotted: (saved, new)}``."""
+        return dict(self._overrides)
+
+    @property
+    def is_chief(self) -> bool:
+        """Whether this process writes the run (the chief, or the only process)."""
+        return self._is_chief
+
+    @property
+    def results(self) -> RunResults:
+        """The final results: ``exp.results.update({'test_acc': 0.97})`` records them."""
+        return self._results
+
+    @property
+    def status(self) -> str | None:
+        """``'running'`` inside the block, then the final status; ``None`` before."""
+        return self._status
+
+    @property
+    def active(self) -> bool:
+        """Whether the ``with`` block is open (what is recorded goes somewhere)."""
+        return self._status == 'running'
+
+    @property
+    def store(self) -> ResultsStore | None:
+        """The results store while the block is open (the chief only), else ``None``."""
+        return self._store
+
+    def __repr__(self) -> str:
+        return f'Experiment({self._run_id!r}, root={self._root!r})'
+
+    # ---------------------------------------------------------------- enter / exit
+    def __enter__(self) -> Experiment[_C]:
+        if self._entered:
+            raise RuntimeError('An Experiment can be entered only once; make a new one to '
+                               'resume the run')
+        self._entered = True
+        if self._is_chief:
+            self._start()
+        self._status = 'running'
+        _ACTIVE.append(self)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
+        status = _status_of(exc)
+        self._status = status
+        if self._is_chief:
+            self._finish(status, exc)
+
+    def _start(self) -> None:
+        self._store = ResultsStore(self._root, stale_after=self._stale_after)
+        try:
+            os.makedirs(self._run_dir, exist_ok=True)
+        except OSError as e:
+            self._store.close()
+            self._store = None
+            raise ValueError(f'`root` is not a writable directory: cannot create the run '
+                             f'directory {self._run_dir!r} ({e.strerror or e})') from e
+        try:
+            config = config_to_dict(self._config)
+            _write_json(os.path.join(self._run_dir, CONFIG_FILE), config)
+            self._info = self._collect_info()
+            _write_json(os.path.join(self._run_dir, RUN_FILE), self._info)
+            if self._tee_wanted:
+                self._start_tee()
+            if self._resumed:
+                changed = ''.join(f'; {k}: {old!r} -> {new!r}'
+                                  for k, (old, new) in self._overrides.items())
+                print(f'Resuming run {self._run_id!r} in {self._run_dir}'
+                      f'{" with command-line overrides" + changed if changed else ""}')
+            self._store_sink = StoreSink(self._store)
+            self._live_sinks = [self._store_sink, *self._sinks]
+            info = {k: v for k, v in self._info.items() if k != 'starts'}
+            for sink in list(self._live_sinks):
+                if self._call(sink, 'start', self._run_id, self._name, config, info):
+                    self._started_sinks.append(sink)
+            if self._hparams_wanted:
+                self._start_hparams(config)
+        except BaseException:
+            self._finish('failed', None)
+            raise
+        self._heartbeat_thread = threading.Thread(
+            target=self._heartbeat_loop, name=f'tfsnippet-heartbeat-{self._run_id}', daemon=True)
+        self._heartbeat_thread.start()
+
+    def _finish(self, status: str, exc: BaseException | None) -> None:
+        self._heartbeat_stop.set()
+        if self._heartbeat_thread is not None:
+            self._heartbeat_thread.join()
+            self._heartbeat_thread = None
+        try:
+            if self._hparams_writer is not None:
+                self._finish_hparams(status)
+            with self._lock:
+                for sink in self._started_sinks:
+                    self._call(sink, 'finish', status, always=True)
+            if self._info:
+                self._info.update(status=status, ended=time.time())
+                if exc is not None and status == 'failed':
+                    self._info['error'] = f'{type(exc).__name__}: {exc}'
+                try:
+                    _write_json(os.path.join(self._run_dir, RUN_FILE), self._info)
+                except OSError as e:   # never hide the exception leaving the block
+                    warnings.warn(f'Could not write the final status of run {self._run_id!r} '
+                                  f'into {RUN_FILE}: {e}', RuntimeWarning, stacklevel=3)
+        finally:
+            self._live_sinks = []
+            self._started_sinks = []
+            self._stop_tee()
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+    # ---------------------------------------------------------------- recording
+    def _call(self, sink: Any, method: str, *args: Any, always: bool = False) -> bool:
+        """Call `sink.method(*args)`; on an error report it and drop the sink."""
+        if not always and sink not in self._live_sinks:
+            return False
+        try:
+            getattr(sink, method)(*args)
+            return True
+        except Exception as e:  # noqa: BLE001 - a sink never stops training; reported
+            if sink in self._live_sinks:
+                self._live_sinks.remove(sink)
+            report_sink_error(sink, method, e)
+            return False
+
+    def log_epochs(self, epochs: Sequence[tuple[int, int, Mapping[str, Mapping[str, Any]]]],
+                   best: Mapping[str, float] | None = None) -> None:
+        """Record buffered epochs and best values (what the loop's recorder does).
+
+        Args:
+            epochs: ``(step, epoch, {name: {'mean': m, 'std': s, 'count': n}})``
+                triples, oldest first.
+            best: The best validation values so far, if they changed.
+        """
+        if not self._is_chief or not self.active:
+            return
+        with self._lock:
+            if epochs:
+                self._last_step = max(self._last_step, max(e[0] for e in epochs))
+            if best:
+                self._best.update(best)
+            for sink in list(self._live_sinks):
+                if sink is self._store_sink:
+                    self._call(sink, 'write', epochs, best)
+                    continue
+                stats_method = getattr(sink, 'log_epoch_stats', None)
+                for step, epoch, stats in epochs:
+                    if stats_method is not None:
+                        self._call(sink, 'log_epoch_stats', step, epoch, stats)
+                    else:
+                        self._call(sink, 'log_epoch', step, epoch,
+                                   {n: float(s['mean']) for n, s in stats.items()})
+                if best:
+                    self._call(sink, 'log_best', dict(best))
+
+    def _record_results(self, values: dict[str, float]) -> None:
+        if not self.active:
+            raise RuntimeError('`results.update()` must be called inside the Experiment\'s '
+                               '`with` block')
+        if not self._is_chief or not values:
+            return
+        with self._lock:
+            for sink in list(self._live_sinks):
+                self._call(sink, 'log_results', dict(values))
+            merged = {**self._results, **values}
+            path = os.path.join(self._run_dir, RESULT_FILE)
+            if self._resumed and not self._results and os.path.isfile(path):
+                try:
+                    with open(path, encoding='utf-8') as f:
+                        merged = {**json.load(f), **merged}
+                except (OSError, ValueError):
+                    pass
+            _write_json(path, {k: _json_float(v) for k, v in merged.items()})
+
+    def heartbeat(self) -> None:
+        """Show the store the run is alive (a background thread does it regularly)."""
+        if self._store_sink is not None and self._store_sink in self._live_sinks:
+            with self._lock:
+                self._call(self._store_sink, 'heartbeat')
+
+    def _heartbeat_loop(self) -> None:
+        while not self._heartbeat_stop.wait(self._heartbeat_secs):
+            self.heartbeat()
+
+    def claim_checkpoint_dir(self) -> str | None:
+        """The checkpoint directory for the first TrainLoop made inside the block
+        (``None`` for later ones, or with ``auto_checkpoint=False``)."""
+        if not self._auto_checkpoint or self._checkpoint_dir_taken:
+            return None
+        self._checkpoint_dir_taken = True
+        return self.checkpoint_dir
+
+    # ---------------------------------------------------------------- files
+    def _collect_info(self) -> dict[str, Any]:
+        previous: list[Any] = []
+        path = os.path.join(self._run_dir, RUN_FILE)
+        if self._resumed and os.path.isfile(path):
+            try:
+                with open(path, encoding='utf-8') as f:
+                    previous = list(json.load(f).get('starts', []))
+            except (OSError, ValueError, AttributeError):
+                previous = []
+        script = sys.argv[0] if sys.argv and sys.argv[0] else ''
+        command = shlex.join([sys.executable, script, *self._argv] if script
+                             else [sys.executable, *self._argv])
+        now = time.time()
+        start = {'time': now, 'host': socket.gethostname(), 'pid': os.getpid(),
+                 'argv': list(self._argv), 'overrides': {k: list(v) for k, v in
+                                                         self._overrides.items()}}
+        git = _git_info(os.path.dirname(os.path.abspath(script)) if script else os.getcwd())
+        return {
+            'run_id': self._run_id, 'name': self._name, 'status': 'running',
+            'run_dir': self._run_dir, 'host': socket.gethostname(), 'pid': os.getpid(),
+            'argv': list(self._argv), 'command': command, 'cwd': os.getcwd(),
+            'python': platform.python_version(), 'platform': platform.platform(),
+            'versions': _package_versions(), **git, 'resumed': self._resumed,
+            'started': now, 'starts': [*previous, start],
+        }
+
+    def _start_tee(self) -> None:
+        self._console = open(os.path.join(self._run_dir, CONSOLE_FILE), 'a', encoding='utf-8',
+                             buffering=1)
+        self._saved_streams = (sys.stdout, sys.stderr)
+        sys.stdout = _Tee(sys.stdout, self._console)
+        sys.stderr = _Tee(sys.stderr, self._console)
+
+    def _stop_tee(self) -> None:
+        if self._saved_streams is not None:
+            sys.stdout, sys.stderr = self._saved_streams
+            self._saved_streams = None
+        if self._console is not None:
+            self._console.close()
+            self._console = None
+
+    def _start_hparams(self, config: Mapping[str, Any]) -> None:
+        from .hparams import HParamsWriter
+        self._hparams_writer = HParamsWriter(self._run_dir)
+        self._hparams_writer.start(flatten_config(config, check=False), self._run_id)
+
+    def _finish_hparams(self, status: str) -> None:
+        writer, self._hparams_writer = self._hparams_writer, None
+        metrics = {**{f'best/{k}': v for k, v in self._best.items()},
+                   **{f'results/{k}': v for k, v in self._results.items()}}
+        try:
+            writer.finish(metrics, status, step=self._last_step)
+        except Exception as e:  # noqa: BLE001 - reported like a sink's error
+            report_sink_error(writer, 'finish', e)
+
+
+# -------------------------------------------------------------------- helpers
+def _status_of(exc: BaseException | None) -> str:
+    if exc is None:
+        return 'completed'
+    if isinstance(exc, SystemExit):
+        if exc.code == PREEMPTED_EXIT_CODE:
+            return 'preempted'
+        if exc.code in (None, 0):
+            return 'completed'
+    return 'failed'
+
+
+def _check_run_name(name: Any, what: str) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f'{what} must be a str, got {_short(name)}')
+    if not _NAME.fullmatch(name):
+        raise ValueError(f'{what} must be a run id of letters, digits, ".", "_" and "-" '
+                         f'(not starting with "." or "-"), got {_short(name)}')
+
+
+def _new_run_id() -> str:
+    return f'{time.strftime("%Y%m%d-%H%M%S")}-{uuid.uuid4().hex[:6]}'
+
+
+def _close_runs(root: str, run_id: str) -> str:
+    try:
+        runs = [d for d in os.listdir(root)
+                if os.path.isfile(os.path.join(root, d, CONFIG_FILE))]
+    except OSError:
+        return ''
+    close = difflib.get_close_matches(run_id, runs, n=3, cutoff=0.5)
+    return f'; close matches: {", ".join(close)}' if close else ''
+
+
+def _class_summary(cls: type) -> str | None:
+    doc = (cls.__doc__ or '').strip()
+    return doc.splitlines()[0] if doc and not doc.startswith(cls.__name__ + '(') else None
+
+
+def _read_saved_config(path: str, cls: type, run_id: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding='utf-8') as f:
+            saved = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f'Cannot resume run {run_id!r}: its saved config {path!r} cannot be '
+                         f'read ({e})') from e
+    if not isinstance(saved, dict):
+        raise ValueError(f'Cannot resume run {run_id!r}: its saved config {path!r} holds '
+                         f'{type(saved).__name__}, not a mapping')
+    known = set(_all_paths(cls))
+    flat_saved = _paths(saved)
+    # a section given or left out whole is named once, not with each of its fields
+    unknown = _outermost(p for p in flat_saved if p not in known)
+    missing = _outermost(p for p in known if p not in flat_saved)
+    problems = []
+    if unknown:
+        problems.append(f'the class has no field {", ".join(f"`{p}`" for p in unknown)}')
+    if missing:
+        problems.append(f'the saved config has no {", ".join(f"`{p}`" for p in missing)}')
+    if not problems:
+        try:
+            config_from_dict(cls, saved)
+        except (TypeError, ValueError) as e:
+            problems.append(str(e))
+    if problems:
+        raise ValueError(
+            f'Cannot resume run {run_id!r}: its saved config {path!r} no longer matches '
+            f'{cls.__name__}: {"; ".join(problems)}. Start a new run (another `name`), or '
+            f'edit the saved config')
+    return saved
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    chosen = sorted(paths)
+    return [p for p in chosen if not any(p.startswith(q + '.') for q in chosen)]
+
+
+def _paths(values: Mapping[str, Any], prefix: str = '') -> set[str]:
+    out = set()
+    for key, value in values.items():
+        path = f'{prefix}{key}'
+        out.add(path)
+        if isinstance(value, Mapping):
+            out.update(_paths(value, path + '.'))
+    return out
+
+
+def _json_float(value: float) -> float | str:
+    return value if math.isfinite(value) else repr(value)
+
+
+def _write_json(path: str, data: Any) -> None:
+    """Write `data` as JSON atomically: a temporary file, then ``os.replace``."""
+    tmp = f'{path}.tmp-{os.getpid()}'
+    with open(tmp, 'w', encoding='utf-8') as f:
+        json.dump(data, f, indent=2, sort_keys=False, default=str)
+        f.write('\n')
+    os.replace(tmp, path)
+
+
+def _package_versions() -> dict[str, str | None]:
+    from importlib import metadata
+
+    from .. import __version__
+    out: dict[str, str | None] = {}
+    for package in _VERSIONED:
+        try:
+            out[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            out[package] = None
+    out['tfsnippet'] = __version__
+    out['python'] = platform.python_version()
+    return out
+
+
+def _git_info(directory: str) -> dict[str, Any]:
+    """``{'git_commit': sha or None, 'git_dirty': bool or None}`` of the checkout at `directory`."""
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(['git', *args], cwd=directory, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    commit = git('rev-parse', 'HEAD')
+    if commit is None:
+        return {'git_commit': None, 'git_dirty': None}
+    status = git('status', '--porcelain', '--untracked-files=no')
+    return {'git_commit': commit, 'git_dirty': None if status is None else bool(status)}
+

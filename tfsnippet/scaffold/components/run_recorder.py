@@ -1,0 +1,115 @@
+"""The loop component that records a loop's epochs, best values and results into an Experiment."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ...utils.statistics import StatisticsCollector
+from ..event_keys import EventKeys
+from .base import LoopComponent
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..loop.core import TrainLoop
+
+__all__ = ['RunRecorder', 'RecordingTarget']
+
+
+class RecordingTarget(Protocol):
+    """What a :class:`RunRecorder` writes to (an :class:`~tfsnippet.Experiment`)."""
+
+    flush_secs: float
+
+    @property
+    def active(self) -> bool: ...
+
+    def log_epochs(self, epochs: list[tuple[int, int, dict[str, dict[str, Any]]]],
+                   best: Mapping[str, float] | None = None) -> None: ...
+
+    @property
+    def results(self) -> Any: ...
+
+
+class RunRecorder(LoopComponent):
+    """Records a loop into an Experiment: epoch statistics, best values, final results.
+
+    A :class:`~tfsnippet.TrainLoop` made inside an open
+    :class:`~tfsnippet.Experiment` gets one with no extra code.  It costs the
+    step loop nothing: it listens to the epoch-level ``print_logs``
+    (``METRIC_STATS_PRINTED`` and ``TIME_METRIC_STATS_PRINTED`` outside a
+    step loop), so what it records is exactly what the epoch log line
+    prints (mean, std and count of each metric, reduced once by the metric
+    book); an epoch without an epoch-level ``print_logs`` is recorded
+    with the book's epoch statistics at its end.  It keeps the epochs and
+    the best validation value in memory and hands them to the Experiment at
+    the end of an epoch when the Experiment's ``flush_secs`` have passed on
+    the loop's clock since the last hand-over (which is one transaction of
+    the store), and when the loop is left, with ``loop.results`` (from
+    ``collect_results``) as final results.
+
+    Args:
+        target: The Experiment to record into.
+    """
+
+    role = 'run_recorder'
+
+    def __init__(self, target: RecordingTarget) -> None:
+        self._target = target
+        self._pending: list[tuple[int, int, dict[str, dict[str, Any]]]] = []
+        self._current: dict[str, dict[str, Any]] = {}
+        self._printed = False
+        self._best: dict[str, float] = {}
+        self._last_flush: float | None = None
+
+    @property
+    def target(self) -> RecordingTarget:
+        """The Experiment recorded into."""
+        return self._target
+
+    def on_enter(self, loop: TrainLoop) -> None:
+        self._pending, self._current, self._printed, self._best = [], {}, False, {}
+        self._last_flush = loop.clock()
+        self.subscribe(loop, EventKeys.METRIC_STATS_PRINTED, self._on_printed)
+        self.subscribe(loop, EventKeys.TIME_METRIC_STATS_PRINTED, self._on_printed)
+        self.subscribe(loop, EventKeys.AFTER_EPOCH, self._after_epoch)
+
+    def _on_printed(self, loop: TrainLoop, stats: Mapping[str, StatisticsCollector]) -> None:
+        if loop.within_step:   # a step-level line: the epoch's line is what is kept
+            return
+        self._printed = True
+        current = self._current
+        for name, c in stats.items():
+            if c.has_value:
+                current[name] = {'mean': float(c.mean), 'std': float(c.stddev),
+                                 'count': int(c.counter)}
+
+    def _after_epoch(self, loop: TrainLoop) -> None:
+        if not self._printed:   # no epoch-level line: what it would print now
+            self._on_printed(loop, loop.metric_book.epoch_stats())
+        if self._current:
+            self._pending.append((loop.step, loop.epoch, self._current))
+        self._current, self._printed = {}, False
+        now = loop.clock()
+        if self._last_flush is None or now - self._last_flush >= self._target.flush_secs:
+            self._last_flush = now
+            self.flush()
+
+    def on_valid_metric(self, loop: TrainLoop, value: float, improved: bool) -> None:
+        if improved and loop.valid_metric_name is not None:
+            self._best[loop.valid_metric_name] = value
+
+    def flush(self) -> None:
+        """Hand the buffered epochs and the best value over to the Experiment now."""
+        pending, best = self._pending, self._best
+        self._pending, self._best = [], {}
+        if (pending or best) and self._target.active:
+            self._target.log_epochs(pending, best or None)
+
+    def on_exit(self, loop: TrainLoop, error: BaseException | None) -> None:
+        if self._current:   # an epoch cut short (an exception): what it printed
+            self._pending.append((loop.step, loop.epoch, self._current))
+            self._current = {}
+        self.flush()
+        results = loop.results
+        if results and self._target.active:   # else the Experiment was left before the loop
+            self._target.results.update(results)
