@@ -35,7 +35,7 @@ import tensorflow as tf
 from ...utils.tf_vars import as_tf_variable, normalize_variables, variable_name
 from ...utils.validation import short_repr
 from ...utils.var_io import assign_variables, read_variables
-from .store import TMP_PREFIX, _sync_dir
+from .store import TMP_PREFIX, _sync_dir, sync_file
 
 __all__ = ['export_weights', 'WEIGHTS_SUFFIX']
 
@@ -166,11 +166,7 @@ def _tmp_beside(path: str) -> str:
 
 def _commit_file(tmp: str, path: str) -> None:
     """Fsync `tmp` and rename it over `path`, durably."""
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    sync_file(tmp)
     os.replace(tmp, path)
     _sync_dir(os.path.dirname(path))
 
@@ -220,11 +216,7 @@ def _export_tf_checkpoint(path: str, names: list[str], arrays: list[np.ndarray])
             sess.run(save, feed_dict=dict(zip(feeds, arrays)))
         written = [n for n in os.listdir(path) if n.startswith(name + '.')]
         for item in written:
-            fd = os.open(os.path.join(path, item), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            sync_file(os.path.join(path, item))
         tmp = os.path.join(path, f'{TMP_PREFIX}{uuid.uuid4().hex}')
         with open(tmp, 'w', encoding='utf-8') as f:
             f.write(f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')

@@ -637,13 +637,18 @@ def _sync_dir(path: str) -> None:
         os.close(fd)
 
 
+def sync_file(path: str) -> None:
+    """Fsync a file that is already written and closed."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _sync_tree(root: str) -> None:
     """Fsync every file and directory under `root`, and `root` itself."""
     for directory, _, files in os.walk(root, topdown=False):
         for name in files:
-            fd = os.open(os.path.join(directory, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            sync_file(os.path.join(directory, name))
         _sync_dir(directory)
