@@ -30,6 +30,7 @@ def build_components(param_vars: Any = None, *,
                      checkpoint_max_to_keep: int | None = None,
                      checkpoint_save_objects: Mapping[str, Any] | None = None,
                      restore_checkpoint: bool | str = True,
+                     checkpoint_async: bool = False,
                      summary_dir: str | None = None,
                      summary_writer: Any = None,
                      summary_graph: Any = None,
@@ -67,7 +68,11 @@ def build_components(param_vars: Any = None, *,
     states).  Entering the loop resumes from the latest checkpoint
     (``restore_checkpoint=True``), from a given one (a path), or not at all
     (``False``), and says so.  Writes are atomic: a process killed during a
-    save leaves the earlier checkpoints usable.
+    save leaves the earlier checkpoints usable.  With ``checkpoint_async=True``
+    a save blocks the loop only while it copies the state into host memory,
+    and a background thread writes the files (one save in flight; its error
+    is raised at the next step boundary; leaving the loop waits for it; see
+    :class:`~tfsnippet.Checkpointer`).
 
     **Warm start** (``warm_start=...``): a run that resumes no checkpoint
     starts from other weights (see :class:`~tfsnippet.scaffold.components.warm_start.WarmStart`).
@@ -102,10 +107,11 @@ def build_components(param_vars: Any = None, *,
             checkpoint_dir, epoch_freq=checkpoint_epoch_freq, step_freq=checkpoint_step_freq,
             secs=checkpoint_secs, max_to_keep=checkpoint_max_to_keep,
             save_objects=checkpoint_save_objects, restore=restore_checkpoint,
-            variables=param_vars))
-    elif any(v is not None for v in (checkpoint_epoch_freq, checkpoint_step_freq,
-                                     checkpoint_secs, checkpoint_max_to_keep,
-                                     checkpoint_save_objects)):
+            variables=param_vars, asynchronous=checkpoint_async))
+    elif check_bool(checkpoint_async, 'checkpoint_async') or any(
+            v is not None for v in (checkpoint_epoch_freq, checkpoint_step_freq,
+                                    checkpoint_secs, checkpoint_max_to_keep,
+                                    checkpoint_save_objects)):
         raise ValueError('The `checkpoint_*` options need `checkpoint_dir`')
 
     if summary_dir is not None or summary_writer is not None:

@@ -61,7 +61,8 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
             (``acc``/``accuracy`` endings are larger-is-better).
         clock: Time source for timers, the ETA and ``every=`` schedules.
         checkpoint_*, summary_*, early_stopping*, restore_checkpoint, warm_start:
-            The feature arguments, see ``build_components``.
+            The feature arguments, see ``build_components``; ``checkpoint_async=True``
+            writes checkpoints in the background, the loop waiting for a host copy.
     """
 
     def __init__(self, param_vars: Sequence[Any] | Mapping[str, Any] | None = None,
@@ -82,7 +83,7 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
                  early_stopping: bool = False, *, early_stopping_patience: int | None = None,
                  checkpoint_step_freq: int | None = None, checkpoint_secs: float | None = None,
                  warm_start: Any = None, summary_histogram_freq: int | None = None,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter, checkpoint_async: bool = False):
         self._param_vars = normalize_variables(param_vars, 'param_vars')
         if var_groups is not None and (isinstance(var_groups, str) or
                                        not all(isinstance(g, str) for g in var_groups)):
@@ -123,15 +124,14 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
                 self._param_vars, valid_metric_name=valid_metric_name or None,
                 valid_metric_mode=mode, early_stopping=early_stopping,
                 early_stopping_patience=early_stopping_patience, checkpoint_dir=checkpoint_dir,
-                checkpoint_epoch_freq=checkpoint_epoch_freq,
+                checkpoint_epoch_freq=checkpoint_epoch_freq, checkpoint_async=checkpoint_async,
                 checkpoint_step_freq=checkpoint_step_freq, checkpoint_secs=checkpoint_secs,
-                checkpoint_max_to_keep=checkpoint_max_to_keep,
+                checkpoint_max_to_keep=checkpoint_max_to_keep, warm_start=warm_start,
                 checkpoint_save_objects=checkpoint_save_objects,
-                restore_checkpoint=restore_checkpoint, summary_dir=summary_dir,
-                summary_writer=summary_writer, summary_graph=summary_graph,
-                summary_metric_prefix=summary_metric_prefix,
-                summary_skip_pattern=summary_skip_pattern,
-                summary_commit_freqs=summary_commit_freqs, warm_start=warm_start,
+                restore_checkpoint=restore_checkpoint, summary_writer=summary_writer,
+                summary_metric_prefix=summary_metric_prefix, summary_dir=summary_dir,
+                summary_graph=summary_graph, summary_skip_pattern=summary_skip_pattern,
+                summary_commit_freqs=summary_commit_freqs,
                 summary_histogram_freq=summary_histogram_freq):
             self.add_component(component)
 
