@@ -2,7 +2,7 @@
 checkpoints, TensorBoard summaries and variable tables."""
 
 from .checkpoint import (CheckpointError, CheckpointSavableObject, CheckpointSaver,
-                         CheckpointStore, WarmStartReport, warm_start)
+                         CheckpointStore, CheckpointWriteError, WarmStartReport, warm_start)
 from .components import (Checkpointer, EarlyStopping, LoopComponent, LossGuard, LossGuardError,
                          ProgressBar, ReduceOnPlateau, SummaryLogger, WarmStart)
 from .event_keys import EventKeys
@@ -20,4 +20,5 @@ __all__ = ['CheckpointError', 'CheckpointSavableObject', 'Checkpointer', 'Checkp
            'SummaryLogger', 'SummaryWriter', 'summarize_variables', 'TrainLoop', 'LossGuard',
            'LossGuardError', 'ProgressBar', 'ReduceOnPlateau', 'GraphKeys', 'SummaryCollector',
            'add_histogram', 'add_summary', 'default_summary_collector', 'histogram_summary',
-           'write_histogram', 'CheckpointStore', 'WarmStartReport', 'warm_start', 'WarmStart']
+           'write_histogram', 'CheckpointStore', 'WarmStartReport', 'warm_start', 'WarmStart',
+           'CheckpointWriteError']

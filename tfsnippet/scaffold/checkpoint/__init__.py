@@ -1,8 +1,10 @@
 """Checkpoints: what is saved (:mod:`.saver`), where and how it is written (:mod:`.store`)."""
 
+from .io import AsyncSaveStats, CheckpointWriteError
 from .saver import CheckpointError, CheckpointSavableObject, CheckpointSaver
 from .store import CheckpointStore
 from .warm_start import WarmStartEntry, WarmStartReport, warm_start
 
 __all__ = ['CheckpointError', 'CheckpointSavableObject', 'CheckpointSaver', 'CheckpointStore',
-           'WarmStartEntry', 'WarmStartReport', 'warm_start']
+           'WarmStartEntry', 'WarmStartReport', 'warm_start', 'AsyncSaveStats',
+           'CheckpointWriteError']

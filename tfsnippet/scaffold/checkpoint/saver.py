@@ -393,6 +393,8 @@ class CheckpointSaver:
         # pickled now: later changes of the objects must not reach this checkpoint
         state = pickle.dumps({'format': _STATE_FORMAT, 'step': step, 'variables': labels,
                               'objects': states}, protocol=pickle.HIGHEST_PROTOCOL)
+        if self._graph_mode:     # the order a graph-mode `Saver` writes them in
+            var_dict = {key: var_dict[key] for key in sorted(var_dict)}
         names = list(var_dict)
         arrays = self._buffers.copy(var_dict, session)
 
