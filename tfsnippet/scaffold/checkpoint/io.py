@@ -119,7 +119,7 @@ class HostBuffers:
             return [np.asarray(a) for a in session.run(list(variables.values()))]
         out = []
         for key, var in variables.items():
-            value = np.asarray(var.read_value())   # a view of the tensor: no copy yet
+            value = np.asarray(var.value())   # a view of the tensor (on the CPU): no copy yet
             buf = self._buffers.get(key)
             if buf is None or buf.shape != value.shape or buf.dtype != value.dtype:
                 buf = self._buffers[key] = np.empty_like(value)
