@@ -124,7 +124,8 @@ def train(root, asynchronous, max_epoch=2, stop_at=None, **kwargs):
 
 
 # ------------------------------------------------------------ same result
-def test_async_saves_write_the_files_of_sync_saves(tmp_path):
+def test_async_saves_write_the_files_of_sync_saves(tmp_path, disk):
+    disk.slow = 0.03       # the next step changes everything while the write runs
     sync_loop, _, sync_vars = train(tmp_path / 'sync', asynchronous=False)
     async_loop, _, async_vars = train(tmp_path / 'async', asynchronous=True)
     steps = list(range(1, 11))
