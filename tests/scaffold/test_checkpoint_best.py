@@ -81,6 +81,17 @@ def test_the_best_is_kept_beyond_max_to_keep_and_recorded(tmp_path):
     np.testing.assert_array_equal(saved_kernel(path), np.full((2, 1), 4.))
 
 
+@pytest.mark.parametrize('schedule', [{'checkpoint_epoch_freq': 1}, {}], ids=['epochs', 'none'])
+def test_asynchronous_saves_pin_the_same_best(tmp_path, schedule):
+    run(tmp_path / 'sync', VALID, 6, checkpoint_max_to_keep=2, **schedule)
+    run(tmp_path / 'async', VALID, 6, checkpoint_max_to_keep=2, checkpoint_async=True,
+        **schedule)
+    assert index(tmp_path / 'async')['checkpoints'] == index(tmp_path / 'sync')['checkpoints']
+    assert index(tmp_path / 'async')['best'] == index(tmp_path / 'sync')['best']
+    path, record = CheckpointStore(save_dir(tmp_path / 'async')).best()
+    np.testing.assert_array_equal(saved_kernel(path), np.full((2, 1), 2. * record['epoch']))
+
+
 def test_without_a_schedule_an_improvement_saves_a_checkpoint(tmp_path):
     run(tmp_path, {1: 0.5, 2: 0.6, 3: 0.1}, 3, checkpoint_max_to_keep=1)
     # saved at the end of epochs 1 and 3 (improvements) and at the exit (step 6 = epoch 3's)
@@ -239,12 +250,6 @@ def test_argument_errors(tmp_path, kwargs, error, message):
     with pytest.raises(error) as e:
         spt.TrainLoop(checkpoint_dir=str(tmp_path), **{'checkpoint_keep_best': True, **kwargs})
     assert str(e.value).startswith(message)
-
-
-def test_keep_best_needs_a_checkpoint_dir():
-    with pytest.raises(ValueError, match='^The `checkpoint_\\*` options and `export_best` need '
-                                         '`checkpoint_dir`$'):
-        spt.TrainLoop(checkpoint_keep_best=True)
 
 
 def test_keep_best_needs_a_metric(tmp_path):

@@ -56,10 +56,12 @@ def test_checkpoint_epoch_freq_of_a_float(tmp_path):
 @pytest.mark.parametrize('option,value', [
     ('checkpoint_epoch_freq', 1), ('checkpoint_step_freq', 1), ('checkpoint_secs', 10.),
     ('checkpoint_max_to_keep', 2), ('checkpoint_save_objects', {}),
+    ('checkpoint_keep_best', True), ('checkpoint_keep_best', 'valid_acc'),
+    ('export_best', 'best.weights.h5'), ('checkpoint_async', True),
 ])
 def test_checkpoint_options_without_checkpoint_dir(option, value):
     with pytest.raises(ValueError, match=re.escape(
-            'The `checkpoint_*` options need `checkpoint_dir`')):
+            f'The `checkpoint_*` options need `checkpoint_dir`; `{option}` was given without it')):
         spt.TrainLoop([var()], **{option: value})
 
 

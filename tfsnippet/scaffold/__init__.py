@@ -2,7 +2,8 @@
 checkpoints, TensorBoard summaries and variable tables."""
 
 from .checkpoint import (CheckpointError, CheckpointSavableObject, CheckpointSaver,
-                         CheckpointStore, WarmStartReport, export_weights, warm_start)
+                         CheckpointStore, CheckpointWriteError, WarmStartReport,
+                         export_weights, warm_start)
 from .components import (Checkpointer, EarlyStopping, LoopComponent, LossGuard, LossGuardError,
                          ProgressBar, ReduceOnPlateau, SummaryLogger, WarmStart)
 from .event_keys import EventKeys
@@ -21,4 +22,4 @@ __all__ = ['CheckpointError', 'CheckpointSavableObject', 'Checkpointer', 'Checkp
            'LossGuardError', 'ProgressBar', 'ReduceOnPlateau', 'GraphKeys', 'SummaryCollector',
            'add_histogram', 'add_summary', 'default_summary_collector', 'histogram_summary',
            'write_histogram', 'CheckpointStore', 'WarmStartReport', 'warm_start', 'WarmStart',
-           'export_weights']
+           'export_weights', 'CheckpointWriteError']

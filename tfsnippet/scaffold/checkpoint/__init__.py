@@ -1,9 +1,11 @@
 """Checkpoints: what is saved (:mod:`.saver`), where and how it is written (:mod:`.store`)."""
 
 from .export import export_weights
+from .io import AsyncSaveStats, CheckpointWriteError
 from .saver import CheckpointError, CheckpointSavableObject, CheckpointSaver
 from .store import CheckpointStore
 from .warm_start import WarmStartEntry, WarmStartReport, warm_start
 
 __all__ = ['CheckpointError', 'CheckpointSavableObject', 'CheckpointSaver', 'CheckpointStore',
-           'WarmStartEntry', 'WarmStartReport', 'warm_start', 'export_weights']
+           'WarmStartEntry', 'WarmStartReport', 'warm_start', 'export_weights',
+           'AsyncSaveStats', 'CheckpointWriteError']

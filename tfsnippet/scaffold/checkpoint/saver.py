@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,6 +27,8 @@ import tensorflow as tf
 from ...utils.misc import warn_user
 from ...utils.session import get_default_session_or_error
 from ...utils.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
+from ...utils.validation import check_bool
+from .io import AsyncCheckpointWriter, AsyncSaveStats, HostBuffers, write_bundle
 from .store import TMP_PREFIX as _TMP_PREFIX  # noqa: F401  (components.checkpointer uses it)
 from .store import CheckpointStore, check_step
 
@@ -109,6 +112,15 @@ class CheckpointSaver:
         max_to_keep: Keep this many newest checkpoints (``None``: all).
         durable: Fsync what a save writes, so that a saved checkpoint
             survives an OS crash too (see :class:`~.store.CheckpointStore`).
+        asynchronous: Write in the background (see :mod:`~.io`): :meth:`save`
+            waits for the previous save still in flight (back-pressure),
+            copies the variables into host memory and the objects' states,
+            starts a background thread that writes the same files a
+            synchronous save would, and returns the path the checkpoint
+            will have once written.  :meth:`wait` waits for it; a failed
+            background write raises
+            :class:`~.io.CheckpointWriteError` from the next :meth:`save` or
+            :meth:`wait`.  :attr:`async_stats` says what the saves cost.
 
     Variables are read and written with the default session in graph mode
     (or the one passed as `session`), where the saver must be created
@@ -123,12 +135,15 @@ class CheckpointSaver:
         The files are laid out by a :class:`~.store.CheckpointStore`: each
         save is fsynced, and a save killed while it prunes old checkpoints
         or replaces one of the same step no longer loses the newest one.
-        ``save``, ``restore`` and ``restore_latest`` take ``session``.
+        ``save``, ``restore`` and ``restore_latest`` take ``session``;
+        ``asynchronous`` saves.
     """
 
     def __init__(self, variables: Sequence[Any] | Mapping[str, Any] | None, save_dir: str,
                  objects: Mapping[str, Any] | None = None, filename: str = 'checkpoint.dat',
-                 max_to_keep: int | None = None, durable: bool = True):
+                 max_to_keep: int | None = None, durable: bool = True,
+                 asynchronous: bool = False):
+        asynchronous = check_bool(asynchronous, 'asynchronous')
         self._variables = normalize_variables(variables, 'variables')
         self._objects = check_checkpoint_objects(objects, 'objects', allow_reserved=True)
         self._store = CheckpointStore(save_dir, filename=filename, max_to_keep=max_to_keep,
@@ -138,6 +153,8 @@ class CheckpointSaver:
         self._saver: Any = None
         self._saver_key: tuple[tuple[str, int], ...] | None = None
         self._labels: dict[str, str] = {}
+        self._writer = AsyncCheckpointWriter(self._store) if asynchronous else None
+        self._buffers = HostBuffers()
         if self._graph_mode:
             # graph savers add ops: build them now, before the graph is finalized
             self._get_saver(self._variable_dict())
@@ -162,6 +179,31 @@ class CheckpointSaver:
     def store(self) -> CheckpointStore:
         """The :class:`~.store.CheckpointStore` that lays the checkpoints out on disk."""
         return self._store
+
+    @property
+    def asynchronous(self) -> bool:
+        """Whether checkpoints are written in the background."""
+        return self._writer is not None
+
+    @property
+    def async_stats(self) -> AsyncSaveStats | None:
+        """What the asynchronous saves cost so far (``None`` for a synchronous saver)."""
+        return None if self._writer is None else self._writer.stats
+
+    @property
+    def async_failed(self) -> bool:
+        """Whether a background save failed and its error waits to be raised (cheap)."""
+        return self._writer is not None and self._writer.failed
+
+    def wait(self) -> None:
+        """Wait for the asynchronous save in flight, if any (nothing to do if synchronous).
+
+        Raises:
+            ~tfsnippet.scaffold.checkpoint.io.CheckpointWriteError: It failed,
+                or an earlier save did whose error was not raised yet.
+        """
+        if self._writer is not None:
+            self._writer.wait()
 
     # ------------------------------------------------------------ variables
     def _variable_dict(self) -> dict[str, tf.Variable]:
@@ -316,15 +358,24 @@ class CheckpointSaver:
                 JSON-serializable dict with it (see
                 :meth:`~.store.CheckpointStore.pin_best`).
 
+        With ``asynchronous=True`` the variables and states are copied now,
+        the files are written in the background, and the returned path is
+        where the checkpoint will be once written (see the class).
+
         Raises:
             TypeError: `global_step` is not an int, or `session` not a session.
             ValueError: `global_step` is negative, or `session` is given in
                 eager mode or runs another graph.
+            ~tfsnippet.scaffold.checkpoint.io.CheckpointWriteError: Asynchronous
+                saver: the previous save failed in the background (this one
+                is not taken).
         """
         step = check_step(global_step, 'global_step')
         var_dict = self._variable_dict()
         session = self._session(session, var_dict)
         labels = dict(self._labels)
+        if self._writer is not None:
+            return self._save_async(step, var_dict, labels, session, self._writer, best)
         states = {key: obj.get_state() for key, obj in self._objects.items()
                   if isinstance(obj, CheckpointSavableObject)}
 
@@ -354,6 +405,30 @@ class CheckpointSaver:
             raise CheckpointError(
                 f'Cannot read the variables of checkpoint {path!r}: {e}') from e
 
+    def _save_async(self, step: int, var_dict: dict[str, tf.Variable], labels: dict[str, str],
+                    session: Any, writer: AsyncCheckpointWriter,
+                    best: Mapping[str, Any] | None) -> str:
+        writer.reserve()            # back-pressure: the buffers are the previous save's
+        start = time.perf_counter()
+        states = {key: obj.get_state() for key, obj in self._objects.items()
+                  if isinstance(obj, CheckpointSavableObject)}
+        # pickled now: later changes of the objects must not reach this checkpoint
+        state = pickle.dumps({'format': _STATE_FORMAT, 'step': step, 'variables': labels,
+                              'objects': states}, protocol=pickle.HIGHEST_PROTOCOL)
+        if self._graph_mode:     # the order a graph-mode `Saver` writes them in
+            var_dict = {key: var_dict[key] for key in sorted(var_dict)}
+        names = list(var_dict)
+        arrays = self._buffers.copy(var_dict, session)
+
+        def write(directory: str) -> None:
+            if names:
+                write_bundle(os.path.join(directory, _VARS_PREFIX), names, arrays)
+            with open(os.path.join(directory, _STATE_FILE), 'wb') as f:
+                f.write(state)
+
+        return writer.submit(step, write, copy_seconds=time.perf_counter() - start,
+                             best=best)
+
     # ------------------------------------------------------------ restore
     def restore(self, path: str, session: Any = None) -> dict[str, Any]:
         """Restore the checkpoint at `path` and return the saved object states.
@@ -377,6 +452,8 @@ class CheckpointSaver:
             KeyError: A registered object has no state in the checkpoint.
         """
         self._session(session, {})               # check it before reading anything
+        if self._writer is not None:
+            self._writer.wait(raise_error=False)  # not while a save may prune it
         path = os.path.abspath(path)
         state_path = os.path.join(path, _STATE_FILE)
         if not os.path.isfile(state_path):

@@ -12,8 +12,10 @@ from typing import Any
 import tensorflow as tf
 
 from ...utils.events import Every
-from ...utils.validation import check_positive_int, check_positive_number
+from ...utils.misc import warn_user
+from ...utils.validation import check_bool, check_positive_int, check_positive_number
 from ..checkpoint.export import WEIGHTS_SUFFIX, check_export_path, is_keras_model, write_export
+from ..checkpoint.io import AsyncSaveStats, CheckpointWriteError
 from ..checkpoint.saver import (_STATE_FILE, _TMP_PREFIX, CheckpointSavableObject,
                                 CheckpointSaver, check_checkpoint_objects)
 from ..checkpoint.store import CheckpointStore
@@ -89,6 +91,21 @@ class Checkpointer(LoopComponent):
     **Export** (`export_best`): when the loop is left normally (not through
     an exception or a preemption), the pinned best weights are written for
     serving with :meth:`export_best`.
+
+    **Asynchronous saves** (``asynchronous=True``, ``TrainLoop(checkpoint_async=True)``):
+    a save blocks the loop only while it copies the variables into host
+    memory (eager: each read into a buffer allocated once; graph: one
+    ``session.run``) and takes the loop's and the objects' states; a
+    background thread then writes the same files, as durably and atomically
+    as a synchronous save.  One save is in flight: a save due while the
+    previous one is still written waits for it (:attr:`async_stats` counts
+    these waits).  A failed background write raises
+    :class:`~tfsnippet.scaffold.checkpoint.io.CheckpointWriteError` (naming
+    `checkpoint_dir`) at the next step or epoch boundary, at the next save or
+    when the loop is left, the earlier checkpoints intact.  Leaving the loop,
+    normally, through an exception or by preemption, waits for the last save;
+    a resume only ever sees complete checkpoints.  ``make_checkpoint()``
+    returns the path the checkpoint will have once written.
     """
 
     role = 'checkpointer'
@@ -99,7 +116,8 @@ class Checkpointer(LoopComponent):
                  restore: bool | str = True, variables: Any = None,
                  preemption_signals: Sequence[str | int] = ('SIGTERM',),
                  keep_best: bool | str = False,
-                 export_best: str | os.PathLike[str] | None = None):
+                 export_best: str | os.PathLike[str] | None = None,
+                 asynchronous: bool = False):
         if not isinstance(checkpoint_dir, (str, os.PathLike)) or not str(checkpoint_dir):
             raise TypeError(f'`checkpoint_dir` must be a directory path, got {checkpoint_dir!r}')
         epoch_freq = check_positive_int(epoch_freq, 'checkpoint_epoch_freq', allow_none=True)
@@ -129,6 +147,7 @@ class Checkpointer(LoopComponent):
         self._best_pending: float | None = None     # an improvement not pinned yet
         self._unwatch: Callable[[], None] | None = None
         self._best_saver: CheckpointSaver | None = None   # kept after the exit, for exports
+        self._async = check_bool(asynchronous, 'checkpoint_async')
         self._signals = [_check_signal(sig) for sig in preemption_signals]
         self._dir = os.path.abspath(checkpoint_dir)
         self._epoch_freq = epoch_freq
@@ -143,6 +162,7 @@ class Checkpointer(LoopComponent):
         self._last_saved: tuple[int, int, bool] | None = None   # (epoch, step, epoch over)
         self._previous_handlers: dict[int, Any] = {}
         self._preempted_by: str | None = None
+        self._async_stats: AsyncSaveStats | None = None
         self.restored_from: str | None = None   # the checkpoint resumed at enter, if any
 
     @property
@@ -154,6 +174,17 @@ class Checkpointer(LoopComponent):
     def saver(self) -> CheckpointSaver | None:
         """The :class:`CheckpointSaver` (``None`` before the loop is entered)."""
         return self._saver
+
+    @property
+    def asynchronous(self) -> bool:
+        """Whether checkpoints are written in the background."""
+        return self._async
+
+    @property
+    def async_stats(self) -> AsyncSaveStats | None:
+        """What the asynchronous saves of the latest entered loop cost (kept after
+        the loop is left; ``None`` for synchronous saves or before entering)."""
+        return self._async_stats
 
     def _check_writable(self) -> None:
         save_dir = os.path.join(self._dir, 'checkpoint')
@@ -189,16 +220,22 @@ class Checkpointer(LoopComponent):
 
         `best` pins it as the best checkpoint, with this record (see
         :meth:`~tfsnippet.scaffold.checkpoint.store.CheckpointStore.pin_best`).
+        With asynchronous saves, the path the checkpoint will have once the
+        background write is done.
 
         Raises:
             RuntimeError: The loop is not entered, or the checkpoint could not
                 be written (the message names `checkpoint_dir`; the earlier
                 checkpoints are left intact).
+            ~tfsnippet.scaffold.checkpoint.io.CheckpointWriteError: The
+                previous asynchronous save failed (a ``RuntimeError`` too).
         """
         if self._saver is None:
             raise RuntimeError('The loop of this Checkpointer is not entered')
         try:
             path = self._saver.save(loop.step, best=best)
+        except CheckpointWriteError as e:
+            raise self._background_error(e) from e.__cause__
         except (OSError, tf.errors.OpError) as e:
             raise RuntimeError(
                 f'Could not write a checkpoint into `checkpoint_dir` {self._dir!r} (is the disk '
@@ -209,6 +246,31 @@ class Checkpointer(LoopComponent):
             if schedule.kind == 'seconds':   # `secs` count from the last save of any kind
                 schedule.reset(loop)
         return path
+
+    def wait(self) -> None:
+        """Wait for the asynchronous save in flight, if any.
+
+        Raises:
+            ~tfsnippet.scaffold.checkpoint.io.CheckpointWriteError: It failed.
+        """
+        if self._saver is not None:
+            try:
+                self._saver.wait()
+            except CheckpointWriteError as e:
+                raise self._background_error(e) from e.__cause__
+
+    def _background_error(self, error: CheckpointWriteError) -> CheckpointWriteError:
+        cause = error.__cause__
+        return CheckpointWriteError(
+            f'Could not write the checkpoint of step {error.step} into `checkpoint_dir` '
+            f'{self._dir!r} in the background (is the disk full or read-only?): '
+            f'{type(cause).__name__}: {cause}; the earlier checkpoints are intact',
+            error.step, error.save_dir)
+
+    def _check_background(self, loop: Any) -> None:
+        # after each step and epoch of an asynchronous loop: one attribute test
+        if self._saver is not None and self._saver.async_failed:
+            self.wait()
 
     # ------------------------------------------------------------ the best
     def _on_best_value(self, value: float) -> None:
@@ -226,6 +288,8 @@ class Checkpointer(LoopComponent):
         record = {'metric': monitor.name, 'value': self._best_pending, 'mode': monitor.mode,
                   'epoch': loop.epoch, 'step': loop.step}
         self._best_pending = None
+        if self._async:   # the checkpoint of now may still be in flight
+            self.wait()
         store = self._saver.store
         if self._last_saved == (loop.epoch, loop.step, loop.progress.epoch_finished) and \
                 store.path_of(loop.step) in store.checkpoints():
@@ -311,7 +375,8 @@ class Checkpointer(LoopComponent):
         objects[LOOP_STATE_KEY] = _LoopState(loop)
         self._saver = CheckpointSaver(
             variables, os.path.join(self._dir, 'checkpoint'), objects=objects,
-            max_to_keep=self._max_to_keep)
+            max_to_keep=self._max_to_keep, asynchronous=self._async)
+        self._async_stats = self._saver.async_stats
         self._saver.remove_stale_temporaries()
         self._refuse_classic_format()
         restored = None
@@ -375,6 +440,9 @@ class Checkpointer(LoopComponent):
             schedule.reset(loop)
         if self._step_schedules:
             self.subscribe(loop, EventKeys.AFTER_STEP, self._after_step)
+        if self._async:
+            self.subscribe(loop, EventKeys.AFTER_STEP, self._check_background)
+            self.subscribe(loop, EventKeys.AFTER_EPOCH, self._check_background)
         self._preempted_by = None
         if threading.current_thread() is threading.main_thread():
             for sig in self._signals:
@@ -391,6 +459,7 @@ class Checkpointer(LoopComponent):
 
     def _preempt(self, loop: Any) -> None:
         path = self._save_best(loop) or self.save(loop)
+        self.wait()
         loop.println(f'Preempted by {self._preempted_by} at epoch {loop.epoch}, step '
                      f'{loop.step}: saved checkpoint {path}; exiting with status '
                      f'{PREEMPTED_EXIT_CODE}, the next start resumes from it')
@@ -413,10 +482,16 @@ class Checkpointer(LoopComponent):
         if self._best_monitor is not None:
             loop.events.remove_owned((self, 'expect', self._best_monitor.name))
         try:
-            if error is None and self._saver is not None:
-                self._save_best(loop)   # an improvement after the last epoch's end
-                if self._last_saved != (loop.epoch, loop.step, loop.progress.epoch_finished):
-                    self.save(loop)   # the state at the end, so a re-run redoes nothing
+            try:
+                if error is None and self._saver is not None:
+                    self._save_best(loop)   # an improvement after the last epoch's end
+                    if self._last_saved != (loop.epoch, loop.step,
+                                            loop.progress.epoch_finished):
+                        self.save(loop)   # the state at the end: a re-run redoes nothing
+            except BaseException as e:
+                self._wait_at_exit(e)
+                raise
+            self._wait_at_exit(error)
             if error is None and self._preempted_by is not None:
                 loop.println(f'Preempted by {self._preempted_by} after training: exiting with '
                              f'status {PREEMPTED_EXIT_CODE}')
@@ -431,6 +506,18 @@ class Checkpointer(LoopComponent):
         finally:
             self._step_schedules = []
             self._saver = None
+
+    def _wait_at_exit(self, error: BaseException | None) -> None:
+        """Wait for the last asynchronous save; raise its error unless `error` leaves."""
+        if self._saver is None or not self._async:
+            return
+        try:
+            self.wait()
+        except CheckpointWriteError as e:
+            if error is None:
+                raise
+            # the loop is left through another exception: keep it, say this one
+            warn_user(str(e), RuntimeWarning)
 
 
 def _check_signal(sig: str | int) -> int:

@@ -34,6 +34,7 @@ def build_components(param_vars: Any = None, *,
                      restore_checkpoint: bool | str = True,
                      checkpoint_keep_best: bool | str = False,
                      export_best: str | None = None,
+                     checkpoint_async: bool = False,
                      summary_dir: str | None = None,
                      summary_writer: Any = None,
                      summary_graph: Any = None,
@@ -71,7 +72,11 @@ def build_components(param_vars: Any = None, *,
     states).  Entering the loop resumes from the latest checkpoint
     (``restore_checkpoint=True``), from a given one (a path), or not at all
     (``False``), and says so.  Writes are atomic: a process killed during a
-    save leaves the earlier checkpoints usable.
+    save leaves the earlier checkpoints usable.  With ``checkpoint_async=True``
+    a save blocks the loop only while it copies the state into host memory,
+    and a background thread writes the files (one save in flight; its error
+    is raised at the next step boundary; leaving the loop waits for it; see
+    :class:`~tfsnippet.Checkpointer`).
 
     **The best checkpoint** (``checkpoint_keep_best=True``, or a metric name
     instead of the loop's `valid_metric_name`): at the end of each epoch in
@@ -124,12 +129,22 @@ def build_components(param_vars: Any = None, *,
             checkpoint_dir, epoch_freq=checkpoint_epoch_freq, step_freq=checkpoint_step_freq,
             secs=checkpoint_secs, max_to_keep=checkpoint_max_to_keep,
             save_objects=checkpoint_save_objects, restore=restore_checkpoint,
-            variables=param_vars, keep_best=checkpoint_keep_best, export_best=export_best))
-    elif any(v is not None for v in (checkpoint_epoch_freq, checkpoint_step_freq,
-                                     checkpoint_secs, checkpoint_max_to_keep,
-                                     checkpoint_save_objects, export_best)) or \
-            checkpoint_keep_best is not False:
-        raise ValueError('The `checkpoint_*` options and `export_best` need `checkpoint_dir`')
+            variables=param_vars, keep_best=checkpoint_keep_best, export_best=export_best,
+            asynchronous=checkpoint_async))
+    else:
+        given = [name for name, value, unset in (
+            ('checkpoint_epoch_freq', checkpoint_epoch_freq, None),
+            ('checkpoint_step_freq', checkpoint_step_freq, None),
+            ('checkpoint_secs', checkpoint_secs, None),
+            ('checkpoint_max_to_keep', checkpoint_max_to_keep, None),
+            ('checkpoint_save_objects', checkpoint_save_objects, None),
+            ('checkpoint_keep_best', checkpoint_keep_best, False),
+            ('export_best', export_best, None),
+            ('checkpoint_async', check_bool(checkpoint_async, 'checkpoint_async'), False),
+        ) if value is not unset]
+        if given:
+            raise ValueError(f'The `checkpoint_*` options need `checkpoint_dir`; '
+                             f'`{given[0]}` was given without it')
 
     if summary_dir is not None or summary_writer is not None:
         components.append(SummaryLogger(

@@ -61,7 +61,8 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
             (``acc``/``accuracy`` endings are larger-is-better).
         clock: Time source for timers, the ETA and ``every=`` schedules.
         checkpoint_*, summary_*, early_stopping*, restore_checkpoint, warm_start, export_best:
-            The feature arguments, see ``build_components``.
+            The feature arguments, see ``build_components``; ``checkpoint_async=True``
+            writes checkpoints in the background, the loop waiting for a host copy.
     """
 
     def __init__(self, param_vars: Sequence[Any] | Mapping[str, Any] | None = None,
@@ -83,7 +84,7 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
                  checkpoint_step_freq: int | None = None, checkpoint_secs: float | None = None,
                  warm_start: Any = None, summary_histogram_freq: int | None = None,
                  checkpoint_keep_best: bool | str = False, export_best: str | None = None,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter, checkpoint_async: bool = False):
         self._param_vars = normalize_variables(param_vars, 'param_vars')
         if var_groups is not None and (isinstance(var_groups, str) or
                                        not all(isinstance(g, str) for g in var_groups)):
@@ -130,7 +131,7 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
                 checkpoint_save_objects=checkpoint_save_objects, summary_graph=summary_graph,
                 restore_checkpoint=restore_checkpoint, checkpoint_keep_best=checkpoint_keep_best,
                 summary_writer=summary_writer, summary_metric_prefix=summary_metric_prefix,
-                summary_skip_pattern=summary_skip_pattern,
+                summary_skip_pattern=summary_skip_pattern, checkpoint_async=checkpoint_async,
                 summary_commit_freqs=summary_commit_freqs, warm_start=warm_start,
                 summary_histogram_freq=summary_histogram_freq):
             self.add_component(component)

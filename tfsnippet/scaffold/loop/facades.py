@@ -49,7 +49,8 @@ class FeatureFacades:
         return component
 
     def make_checkpoint(self) -> str:
-        """Save a checkpoint at the current step now and return its path."""
+        """Save a checkpoint at the current step now and return its path (with
+        ``checkpoint_async=True``: the path it has once written in the background)."""
         return self._feature('checkpointer', 'Checkpoint directory is not configured',
                              '`checkpoint_dir`').save(self)
 
