@@ -108,6 +108,23 @@ def test_mirrored_bad_input(mirrored):
     assert 'pass `strategy=`' in message and 'strategy.reduce(' in message
 
 
+def test_mirrored_trainer_and_evaluator_take_the_strategy_from_the_loop(mirrored):
+    assert mirrored['trainer_weights'] == mirrored['two_weights']
+    one = [means(line) for line in mirrored['one_lines']]
+    got = [means(line) for line in mirrored['trainer_lines'][1:]]
+    # the step returns each replica's share of the global loss; the default reduction is
+    # the mean of the replicas' values: half the global loss with two replicas
+    assert [g['loss'] for g in got] == pytest.approx([o['loss'] / 2 for o in one], rel=1e-5)
+    # the evaluator's per-replica mean squared errors, averaged: the MSE over the data
+    rng = np.random.RandomState(0)
+    x = rng.randn(44, 3)[:40]
+    y = x @ np.array([1., -2., .5]) + 0.3
+    kernel, bias = (np.asarray(w) for w in mirrored['trainer_weights'])
+    mse = float(np.mean((x @ kernel + bias - y) ** 2))
+    assert mirrored['evaluator_result']['valid_loss'] == pytest.approx(mse, rel=1e-4)
+    assert got[-1]['valid loss'] == pytest.approx(mse, rel=1e-4)
+
+
 # ------------------------------------------------------------------ MultiWorkerMirrored
 def test_multi_worker_statistics_equal_one_process(workers, mirrored, children):
     chief, other = workers
@@ -173,3 +190,16 @@ def test_parameter_server_without_coordinator(ps):
     kind, message = ps['err_no_coordinator']
     assert kind == 'ValueError'
     assert '`coordinator` is required with a ParameterServerStrategy' in message
+
+
+def test_multi_worker_time_schedule_reads_the_chief_clock(workers):
+    # the workers' clocks advance 4 s and 7 s a step; `checkpoint_secs=10` reads the
+    # chief's, agreed every 2 steps: the same saves on both (10 is the save at the end)
+    chief, other = workers
+    assert chief['timed_save_steps'] == other['timed_save_steps'] == [5, 9, 10]
+
+
+def test_multi_worker_preemption_of_one_worker_stops_both(workers):
+    # SIGTERM to worker 1 at step 3: both save at the sync point of step 4 and exit 143
+    for worker in workers:
+        assert worker['preempted'] == ['TrainingPreempted', 143, [4]]

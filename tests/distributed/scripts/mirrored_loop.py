@@ -136,6 +136,32 @@ _, out['resumed_lines'], out['resumed_seen'] = again.train(
 out['resumed_weights'] = again.weights()
 out['resumed_iterations'] = int(again.optimizer.iterations.numpy())
 
+# ------------------------------------------------------------ Trainer and Evaluator
+job = Job(strategy)
+lines = []
+
+
+def evaluate(x, y):
+    def replica(x, y):
+        err = job.model(x)[:, 0] - y
+        return tf.reduce_mean(err * err)
+    return {'valid_loss': strategy.run(replica, args=(x, y))}
+
+
+with spt.TrainLoop(job.model.trainable_variables, max_epoch=2, print_func=lines.append,
+                   show_eta=False, strategy=strategy) as loop:
+    trainer = spt.Trainer(loop, lambda x, y: {'loss': job.step(x, y)[0]},
+                          data_flow=flow(skip_incomplete=True))
+    evaluator = spt.Evaluator(loop, tf.function(evaluate), data_flow=flow(skip_incomplete=True)
+                              .map(lambda x, y: spt.dataflows.split_batch(strategy, (x, y))),
+                              time_metric_name=None, batch_weight_func=None)
+    trainer.evaluate_after_epochs(evaluator, 1)
+    trainer.log_after_epochs(1)
+    trainer.run()
+out['trainer_lines'] = [line.split('; ', 2)[-1] for line in lines]
+out['trainer_weights'] = job.weights()
+out['evaluator_result'] = evaluator.last_metrics_dict
+
 # ------------------------------------------------------------ bad input
 stray = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, name='stray_dense')])
 out['err_outside'] = error_of(lambda: spt.TrainLoop(

@@ -11,6 +11,7 @@ interrupted mid-epoch on both workers, and its resumption).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import numpy as np
@@ -24,6 +25,7 @@ import keras  # noqa: E402
 import tfsnippet as spt  # noqa: E402
 from tfsnippet.dataflows import DataFlow  # noqa: E402
 from tfsnippet.scaffold.checkpoint.store import CheckpointStore  # noqa: E402
+from tfsnippet.scaffold.components.checkpointer import Checkpointer  # noqa: E402
 
 root = sys.argv[1]
 GLOBAL_BATCH = 8
@@ -42,6 +44,17 @@ def counting_save(self, step, write):
 
 
 CheckpointStore.save = counting_save
+# the steps at which this worker took part in a save (wrote it, or read for it)
+save_steps = []
+_checkpointer_save = Checkpointer.save
+
+
+def recording_save(self, loop):
+    save_steps.append(loop.step)
+    return _checkpointer_save(self, loop)
+
+
+Checkpointer.save = recording_save
 
 
 class Job:
@@ -70,7 +83,7 @@ class Job:
         return [w.ravel().tolist() for w in self.model.get_weights()]
 
     def train(self, name, max_epoch, shuffle=False, interrupt_at=None, stop_at=None,
-              valid=None, **kwargs):
+              valid=None, signal_at=None, tick=None, **kwargs):
         flow = DataFlow.arrays([x, y], GLOBAL_BATCH, shuffle=shuffle, random_state=3)
         seen = []
         with spt.TrainLoop(self.model.trainable_variables, max_epoch=max_epoch, show_eta=False,
@@ -88,6 +101,10 @@ class Job:
                         loop.request_stop('asked on worker 1')
                     if step == interrupt_at:
                         raise KeyboardInterrupt()
+                    if step == signal_at and me == 1:
+                        os.kill(os.getpid(), signal.SIGTERM)
+                    if tick is not None:
+                        tick()
                 if valid is not None:
                     loop.collect_metrics(valid_loss=valid[epoch - 1] + 0.25 * me)
                 loop.print_logs()
@@ -122,4 +139,25 @@ job = Job()
 _, out['resumed_seen'] = job.train('cut', 3, shuffle=True, checkpoint_step_freq=3)
 out['resumed_weights'] = job.weights()
 out['writes'] = writes[0]
+
+# a clock of each worker's own pace: checkpoint_secs reads the chief's, agreed every 2 steps
+now = [0.]
+
+
+def tick():
+    now[0] += 4. if out['roles'][2] == 0 else 7.
+
+
+del save_steps[:]
+job = Job()
+job.train('timed', 2, checkpoint_secs=10., clock=lambda: now[0], tick=tick)
+out['timed_save_steps'] = list(save_steps)
+
+# SIGTERM to worker 1 only: both save at the next sync point and exit
+del save_steps[:]
+job = Job()
+try:
+    job.train('preempt', 3, signal_at=3)
+except SystemExit as e:
+    out['preempted'] = [type(e).__name__, e.code, list(save_steps)]
 report(out)
