@@ -24,6 +24,14 @@ pytestmark = pytest.mark.distributed
 CHILD_TIMEOUT = 150.   # seconds; the children take 10-25 s here
 
 
+def read_scalars(logdir):
+    """``{tag: [(step, value), ...]}`` of the event files under `logdir`."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    ea = EventAccumulator(str(logdir), size_guidance={'scalars': 0})
+    ea.Reload()
+    return {tag: [(e.step, e.value) for e in ea.Scalars(tag)] for tag in ea.Tags()['scalars']}
+
+
 @pytest.fixture(scope='module')
 def children(tmp_path_factory):
     mirrored_dir = tmp_path_factory.mktemp('mirrored')
@@ -37,6 +45,7 @@ def children(tmp_path_factory):
             'mwms': pool.submit(run_workers, 'mwms_loop.py', 2, CHILD_TIMEOUT, (str(mwms_dir),),
                                 output),
             'mwms_output': output,
+            'mirrored_dir': mirrored_dir,
             'mwms_dir': mwms_dir,
         }
 
@@ -73,6 +82,14 @@ def test_mirrored_prints_and_trains_as_one_device(mirrored):
     assert mirrored['roles'] == [True, 2, 'MirroredStrategy']
     assert mirrored['optimizer_iterations'] == 10   # one per global step: built in scope
     assert len(mirrored['one_seen']) == 10 and all(len(b) == 8 for b in mirrored['one_seen'])
+
+
+def test_mirrored_summaries_equal_one_device(mirrored, children):
+    one = read_scalars(children['mirrored_dir'] / 'one_summary')
+    two = read_scalars(children['mirrored_dir'] / 'two_summary')
+    for tag in ('metrics/loss', 'metrics/hits'):
+        assert [s for s, _ in two[tag]] == list(range(1, 11))
+        assert [v for _, v in two[tag]] == pytest.approx([v for _, v in one[tag]], rel=1e-5)
 
 
 def test_mirrored_early_stopping_restores_the_best(mirrored):
@@ -149,6 +166,15 @@ def test_multi_worker_only_the_chief_writes(workers, children):
     assert len(events) == 1 and events[0].name.split('.')[-2] == str(chief['pid'])
     listed = sorted(p.name for p in (children['mwms_dir'] / 'stats' / 'checkpoint').iterdir())
     assert 'checkpoint.dat-10' in listed
+
+
+def test_multi_worker_summaries_hold_the_merged_statistics(workers, mirrored, children):
+    # the chief writes the means printed (merged across the workers) at the print steps
+    scalars = read_scalars(children['mwms_dir'] / 'summary')
+    one = [means(line) for line in mirrored['one_lines']]
+    for tag, name in (('metrics/loss', 'loss'), ('metrics/hits', 'hits')):
+        assert [s for s, _ in scalars[tag]] == [5, 10]
+        assert [v for _, v in scalars[tag]] == pytest.approx([o[name] for o in one], rel=1e-5)
 
 
 def test_multi_worker_stop_on_one_worker_ends_both_at_the_same_step(workers):

@@ -96,10 +96,12 @@ out: dict = {}
 # ------------------------------------------------------------ same as one device
 one = Job(None)
 # a strategy drops the remainder of an epoch (4 rows), which one device keeps unless told
-_, out['one_lines'], out['one_seen'] = one.train(flow(skip_incomplete=True), 2)
+_, out['one_lines'], out['one_seen'] = one.train(
+    flow(skip_incomplete=True), 2, summary_dir=os.path.join(root, 'one_summary'))
 out['one_weights'] = one.weights()
 two = Job(strategy)
-loop, out['two_lines'], out['two_seen'] = two.train(flow(), 2)
+loop, out['two_lines'], out['two_seen'] = two.train(
+    flow(), 2, summary_dir=os.path.join(root, 'two_summary'))
 out['two_weights'] = two.weights()
 out['roles'] = [loop.is_chief, loop.backend.num_replicas, type(loop.backend.strategy).__name__]
 out['optimizer_iterations'] = int(two.optimizer.iterations.numpy())
