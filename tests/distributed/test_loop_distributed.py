@@ -229,3 +229,14 @@ def test_multi_worker_preemption_of_one_worker_stops_both(workers):
     # SIGTERM to worker 1 at step 3: both save at the sync point of step 4 and exit 143
     for worker in workers:
         assert worker['preempted'] == ['TrainingPreempted', 143, [4]]
+
+
+def test_multi_worker_refuses_workers_resuming_different_checkpoints(workers):
+    # worker 1 finds a checkpoint (of step 15) in its `checkpoint_dir`, the chief none
+    chief, other = workers
+    assert other['err_mismatch'].startswith(
+        'The workers resumed from different checkpoints (this worker, 1: the checkpoint of '
+        'step 15; the chief: no checkpoint): every worker must read the same `checkpoint_dir`')
+    assert chief['err_mismatch'].startswith(
+        'The workers resumed from different checkpoints (this worker, 0: no checkpoint; '
+        'the chief: no checkpoint)')

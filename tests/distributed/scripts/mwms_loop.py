@@ -11,6 +11,7 @@ interrupted mid-epoch on both workers, and its resumption).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 
@@ -152,6 +153,15 @@ del save_steps[:]
 job = Job()
 job.train('timed', 2, checkpoint_secs=10., clock=lambda: now[0], tick=tick)
 out['timed_save_steps'] = list(save_steps)
+
+# a worker that sees another checkpoint than the chief: refused on both, no hang
+me = out['roles'][2]
+if me == 1:
+    shutil.copytree(os.path.join(root, 'cut'), os.path.join(root, 'mismatch-1'))
+try:
+    Job().train(f'mismatch-{me}', 3)
+except RuntimeError as e:
+    out['err_mismatch'] = str(e)
 
 # SIGTERM to worker 1 only: both save at the next sync point and exit
 del save_steps[:]
