@@ -240,3 +240,15 @@ def test_multi_worker_refuses_workers_resuming_different_checkpoints(workers):
     assert chief['err_mismatch'].startswith(
         'The workers resumed from different checkpoints (this worker, 0: no checkpoint; '
         'the chief: no checkpoint)')
+
+
+def test_multi_worker_loss_guard_and_reduce_on_plateau_decide_alike(workers):
+    # valid_loss 1.0, 1.2, 1.4 on the chief and 0.5 more on worker 1: worker 1 alone would
+    # trip the guard (threshold 1.4) at epoch 1; the mean across workers does at epoch 2,
+    # where reduce-on-plateau (patience 1) halves the learning rate too, on both
+    chief, other = workers
+    assert chief['decided'] == other['decided']
+    epoch, step, reason, lr = chief['decided']
+    assert (epoch, step) == (2, 10)
+    assert reason == '`valid_loss` is 1.45, above the threshold 1.4 at epoch 2, step 10'
+    assert lr == pytest.approx(0.025)
