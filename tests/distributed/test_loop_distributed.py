@@ -105,6 +105,7 @@ def test_mirrored_resume_mid_epoch_continues_exactly(mirrored):
     assert mirrored['resumed_weights'] == mirrored['full_weights']
     assert mirrored['cut_weights_at_interrupt'] != mirrored['full_weights']
     assert mirrored['resumed_iterations'] == 15
+    assert mirrored['built_by_the_loop'] is True
     assert mirrored['full_lines'][-1] == mirrored['resumed_lines'][-1]
 
 

@@ -69,6 +69,7 @@ class Job:
         with spt.TrainLoop(self.model.trainable_variables, max_epoch=max_epoch,
                            print_func=lines.append, show_eta=False, strategy=self.strat,
                            **kwargs) as loop:
+            self.built_on_enter = self.optimizer.built
             for epoch in loop.iter_epochs():
                 for step, batch in loop.iter_steps(flow):
                     if self.strat is not None:
@@ -124,6 +125,7 @@ full = Job(strategy, build=False)
 _, out['full_lines'], out['full_seen'] = full.train(
     flow(shuffle=True), 3, checkpoint_dir=os.path.join(root, 'full'))
 out['full_weights'] = full.weights()
+out['built_by_the_loop'] = full.built_on_enter   # among checkpoint_save_objects, unbuilt
 cut = Job(strategy, build=False)
 ckpt = os.path.join(root, 'cut')
 try:

@@ -269,7 +269,9 @@ class LoopDistribution:
           ``strategy.experimental_distribute_dataset`` (its batch size is the
           global batch); a distributed dataset and any other iterable pass
           unchanged.
-        * Under a ``ParameterServerStrategy`` everything passes unchanged.
+        * Under a ``ParameterServerStrategy``, and in graph mode (feed the
+          global batch; the strategy splits it in the graph), everything
+          passes unchanged.
 
         Raises:
             ValueError: The flow is too small to give every worker a batch,
@@ -277,7 +279,8 @@ class LoopDistribution:
             TypeError: A DataFlow that cannot be sharded, under multi-worker training.
         """
         backend = self._backend
-        if backend.coordinator is not None or not isinstance(data, (DataFlow, tf.data.Dataset)):
+        if backend.coordinator is not None or not isinstance(data, (DataFlow, tf.data.Dataset)) \
+                or not tf.executing_eagerly():
             return data
         cached = self._data.get(id(data))
         if cached is not None and cached[0] is data:
