@@ -106,6 +106,18 @@ class Checkpointer(LoopComponent):
     normally, through an exception or by preemption, waits for the last save;
     a resume only ever sees complete checkpoints.  ``make_checkpoint()``
     returns the path the checkpoint will have once written.
+
+    **Under a tf.distribute strategy** every worker restores the same
+    checkpoint from `checkpoint_dir` (a directory every worker can read),
+    but only the chief writes: the others read everything a save reads
+    (the variables and the states, so they take part in any collective a
+    read needs, and no save can deadlock) and write nothing.  Under
+    multi-worker training a preemption signal received by any worker is
+    agreed on at the next sync point (see
+    :class:`~tfsnippet.scaffold.loop.distribution.LoopDistribution`), where
+    every worker saves (the chief writes) and exits at the same step; under
+    a ``ParameterServerStrategy`` a save first waits for the scheduled
+    steps (``coordinator.join()``).
     """
 
     role = 'checkpointer'
@@ -171,6 +183,11 @@ class Checkpointer(LoopComponent):
         return self._dir
 
     @property
+    def save_objects(self) -> dict[str, Any]:
+        """The objects saved besides the variables (``checkpoint_save_objects``)."""
+        return dict(self._objects)
+
+    @property
     def saver(self) -> CheckpointSaver | None:
         """The :class:`CheckpointSaver` (``None`` before the loop is entered)."""
         return self._saver
@@ -232,8 +249,15 @@ class Checkpointer(LoopComponent):
         """
         if self._saver is None:
             raise RuntimeError('The loop of this Checkpointer is not entered')
+        backend = loop.backend
         try:
-            path = self._saver.save(loop.step, best=best)
+            if backend is not None and backend.coordinator is not None:
+                backend.barrier()   # the scheduled steps are done: the variables are settled
+            if loop.is_chief:
+                path = self._saver.save(loop.step, best=best)
+            else:   # read what the chief saves (collectives included), write nothing
+                self._saver.rehearse()
+                path = self._saver.store.path_of(loop.step)
         except CheckpointWriteError as e:
             raise self._background_error(e) from e.__cause__
         except (OSError, tf.errors.OpError) as e:
@@ -288,9 +312,14 @@ class Checkpointer(LoopComponent):
         record = {'metric': monitor.name, 'value': self._best_pending, 'mode': monitor.mode,
                   'epoch': loop.epoch, 'step': loop.step}
         self._best_pending = None
-        if self._async:   # the checkpoint of now may still be in flight
-            self.wait()
         store = self._saver.store
+        if self._last_saved == (loop.epoch, loop.step, loop.progress.epoch_finished):
+            # the checkpoint of now is saved (or on its way): pin it.  The same
+            # choice on every worker, so none reads what the others do not
+            if not loop.is_chief:
+                return store.path_of(loop.step)
+            if self._async:
+                self.wait()
         if self._last_saved == (loop.epoch, loop.step, loop.progress.epoch_finished) and \
                 store.path_of(loop.step) in store.checkpoints():
             try:
@@ -363,8 +392,15 @@ class Checkpointer(LoopComponent):
         return [(path, self._variables)]
 
     # ------------------------------------------------------------ hooks
+    @property
+    def preempted_by(self) -> str | None:
+        """The name of the preemption signal received, or ``None``."""
+        return self._preempted_by
+
     def on_restore(self, loop: Any) -> None:
-        self._check_writable()
+        chief = loop.is_chief
+        if chief:
+            self._check_writable()
         if tf.executing_eagerly():
             variables = self._variables
         else:
@@ -377,7 +413,8 @@ class Checkpointer(LoopComponent):
             variables, os.path.join(self._dir, 'checkpoint'), objects=objects,
             max_to_keep=self._max_to_keep, asynchronous=self._async)
         self._async_stats = self._saver.async_stats
-        self._saver.remove_stale_temporaries()
+        if chief:   # the other workers only read
+            self._saver.remove_stale_temporaries()
         self._refuse_classic_format()
         restored = None
         try:
@@ -390,6 +427,19 @@ class Checkpointer(LoopComponent):
                 f'{e}. The model changed since the checkpoint was saved: to start afresh, pass '
                 f'`restore_checkpoint=False` or use a new `checkpoint_dir` (and '
                 f'`spt.warm_start` to reuse the matching weights)') from e
+        backend = loop.backend
+        if backend is not None and backend.num_workers > 1:
+            # every worker must go on from the chief's checkpoint (two all-reduces)
+            mine = -1. if restored is None else float(loop.step)
+            chief = backend.broadcast_from_chief(mine)
+            if backend.agree_any(chief != mine):
+                def desc(step: float) -> str:
+                    return 'no checkpoint' if step < 0 else f'the checkpoint of step {int(step)}'
+                raise RuntimeError(
+                    f'The workers resumed from different checkpoints (this worker, '
+                    f'{backend.worker_index}: {desc(mine)}; the chief: {desc(chief)}): every '
+                    f'worker must read the same `checkpoint_dir` {self._dir!r}, a directory '
+                    f'they share')
         # what is on disk now (or nothing to save yet): the exit saves only a newer state
         self._last_saved = (loop.epoch, loop.step, loop.progress.epoch_finished)
         self.restored_from = None if restored is None else restored[0]
@@ -454,10 +504,17 @@ class Checkpointer(LoopComponent):
         # waits for the next step or epoch boundary
         if self._preempted_by is None:
             self._preempted_by = signal.Signals(signum).name
-            self.subscribe(loop, EventKeys.AFTER_STEP, self._preempt)
-            self.subscribe(loop, EventKeys.AFTER_EPOCH, self._preempt)
+            backend = loop.backend
+            if backend is None or backend.num_workers == 1:   # else agreed at a sync point
+                self.subscribe(loop, EventKeys.AFTER_STEP, self._preempt)
+                self.subscribe(loop, EventKeys.AFTER_EPOCH, self._preempt)
 
     def _preempt(self, loop: Any) -> None:
+        self.preempt(loop, self._preempted_by or 'a signal')
+
+    def preempt(self, loop: Any, signal_name: str) -> None:
+        """Save a checkpoint now, say so and raise :class:`TrainingPreempted`."""
+        self._preempted_by = signal_name
         path = self._save_best(loop) or self.save(loop)
         self.wait()
         loop.println(f'Preempted by {self._preempted_by} at epoch {loop.epoch}, step '
@@ -496,7 +553,7 @@ class Checkpointer(LoopComponent):
                 loop.println(f'Preempted by {self._preempted_by} after training: exiting with '
                              f'status {PREEMPTED_EXIT_CODE}')
                 raise TrainingPreempted(PREEMPTED_EXIT_CODE)
-            if error is None and self._export_path is not None:
+            if error is None and self._export_path is not None and loop.is_chief:
                 paths = self.export_best(loop, self._export_path)
                 best = self.best_checkpoint()
                 assert best is not None
