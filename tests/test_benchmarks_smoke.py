@@ -91,6 +91,33 @@ def test_bench_dataflow_quick_run_prints_the_table():
                     rows[case, batch_size]
 
 
+MLFLOW_SCRIPT = SCRIPT.parent / 'bench_mlflow.py'
+MLFLOW_ROWS = ('MLflow log_metric per step', 'MLflow log_metric per step, async',
+               'results store, per epoch', 'MlflowMirror, per epoch')
+
+
+def test_bench_mlflow_quick_run_prints_the_table(tmp_path):
+    pytest.importorskip('mlflow', reason='the MLflow benchmark needs MLflow')
+    env = dict(os.environ, PYTHONIOENCODING='utf-8')
+    out_json = tmp_path / 'rows.json'
+    proc = subprocess.run(
+        [sys.executable, str(MLFLOW_SCRIPT), '--quick', '--table-json', str(out_json)],
+        cwd=str(MLFLOW_SCRIPT.parents[1]), env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, encoding='utf-8', timeout=600)
+    assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}'
+
+    summary = proc.stdout[proc.stdout.index('Summary'):]
+    lines = summary.splitlines()
+    for column in ('case', 'µs/step', 'cpu µs/step', 'ratio to per-step MLflow'):
+        assert column in lines[1], lines[1]
+    cases = [line.split('  ')[0].strip() for line in lines[3:3 + len(MLFLOW_ROWS)]]
+    assert cases == list(MLFLOW_ROWS), summary
+    rows = json.loads(out_json.read_text())
+    assert [r['case'] for r in rows] == [f'record an epoch of 100 steps: {name}'
+                                         for name in MLFLOW_ROWS[1:]]
+    assert all(r['unit'] == 'µs/step' and r['value'] > 0 for r in rows), rows
+
+
 # ------------------------------------------------- the shared helper, _bench.py
 @pytest.fixture(scope='module')
 def bench():

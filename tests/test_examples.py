@@ -239,3 +239,96 @@ def test_readme_usage_example_runs(runs):
     lines = run.lines
     assert lines and lines[0].startswith('Trainable Parameters'), run.report
     assert any(line.startswith('[Epoch 10/10, ') for line in lines), run.report
+
+
+# ------------------------------------------------------------ digits_sweep.py
+SWEEP_LRS = ('0.0003', '0.001', '0.003')
+SWEEP_RUNS = [f'lr-{lr}' for lr in SWEEP_LRS]
+PREEMPTED_RUN = 'lr-0.001'
+
+
+@pytest.fixture(scope='module')
+def sweep(tmp_path_factory):
+    """The sweep of three runs, one preempted and resumed (mirrored to MLflow if installed)."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
+    work_dir = tmp_path_factory.mktemp('digits_sweep')
+    root = work_dir / 'runs'
+    extra = []
+    try:
+        import mlflow  # noqa: F401
+        extra = ['--mlflow', f'sqlite:///{work_dir}/mlflow.db']
+    except ImportError:
+        pass
+    run = Run([EXAMPLES_DIR / 'digits_sweep.py', '--root', root, '--epochs', EPOCHS,
+               '--lrs', ','.join(SWEEP_LRS), *extra], cwd=work_dir)
+    try:
+        run.start(env)
+        run.wait()
+    finally:
+        run.kill()
+    run.root = root
+    run.mlflow_uri = extra[1] if extra else None
+    return run
+
+
+def test_sweep_runs_preempts_and_resumes(sweep):
+    assert sweep.returncode == 0, sweep.report
+    lines = sweep.lines
+    for name in SWEEP_RUNS:
+        status = 143 if name == PREEMPTED_RUN else 0
+        assert f'{name}: exit status {status}' in lines, sweep.report
+    assert f'{PREEMPTED_RUN} is preempted at epoch 1; resuming it' in lines, sweep.report
+    assert f'{PREEMPTED_RUN} (resumed): exit status 0' in lines, sweep.report
+
+    console = (sweep.root / PREEMPTED_RUN / 'console.log').read_text(encoding='utf-8')
+    assert f'Preempted by SIGTERM at epoch 1, step {STEPS_PER_EPOCH}' in console
+    assert f'Resume training: epoch 1, step {STEPS_PER_EPOCH}, ' in console
+    assert console.count('test accuracy: ') == 1   # only the resumed run got there
+
+
+def test_sweep_results_store_query_and_compare(sweep):
+    import tfsnippet as spt
+
+    assert sweep.returncode == 0, sweep.report
+    rows = spt.results.query(sweep.root, order_by='best.valid_loss')
+    assert sorted(r.run_id for r in rows) == sorted(SWEEP_RUNS)
+    assert all(r.status == 'completed' and r.epoch == EPOCHS for r in rows)
+    assert {r.run_id: r.config['optimizer']['lr'] for r in rows} == \
+        {name: float(lr) for name, lr in zip(SWEEP_RUNS, SWEEP_LRS)}
+    with spt.ResultsStore(sweep.root, create=False) as store:
+        for name in SWEEP_RUNS:   # the resumed run too: both epochs, once each
+            assert [e.epoch for e in store.epochs(name)] == [1, 2]
+
+    # the printed query table: best first, as the store orders them
+    out = sweep.stdout
+    table = out[out.index('spt.results.query('):out.index('best: ')].splitlines()[3:]
+    assert [line.split()[0] for line in table if line.strip()] == [r.run_id for r in rows]
+    assert f'best: {rows[0].run_id}' in sweep.lines
+    # the comparison: the one config field that differs, and the metrics
+    compare = out[out.index('compare lr-0.0003 lr-0.001 lr-0.003'):]
+    assert 'config (fields that differ)' in compare
+    assert re.search(r'optimizer\.lr\s+0\.0003\s+0\.001\s+0\.003', compare), sweep.report
+    assert re.search(r'results\.test_acc(\s+0\.\d+){3}', compare), sweep.report
+
+
+def test_sweep_plot_and_mlflow(sweep):
+    assert sweep.returncode == 0, sweep.report
+    try:
+        import matplotlib  # noqa: F401
+        png = sweep.root / 'valid_loss.png'
+        assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    except ImportError:
+        assert '(matplotlib is not installed: no plot)' in sweep.lines
+    if sweep.mlflow_uri is None:
+        pytest.skip('MLflow is not installed')
+    import mlflow
+    client = mlflow.MlflowClient(sweep.mlflow_uri)
+    experiment = client.get_experiment_by_name('digits_sweep')
+    runs = client.search_runs([experiment.experiment_id])
+    assert sorted((r.info.run_name, r.info.status, r.data.params['optimizer.lr'])
+                  for r in runs) == [(name, 'FINISHED', lr)
+                                     for name, lr in zip(SWEEP_RUNS, SWEEP_LRS)]
+    resumed = next(r for r in runs if r.info.run_name == PREEMPTED_RUN)
+    steps = [m.step for m in client.get_metric_history(resumed.info.run_id, 'valid_loss')]
+    assert steps == [STEPS_PER_EPOCH, 2 * STEPS_PER_EPOCH]
+    assert 'mlflow.search_runs (MLflow experiment' in sweep.stdout

@@ -25,7 +25,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(['Config', 'ConfigField', 'config_from_dict', 'config_to_dict',
                      'get_config_defaults', 'load_config_file', 'parse_config',
                      'register_config_arguments', 'ResultsStore', 'RunRow', 'EpochRow',
-                     'Experiment', 'RunSink'],
+                     'Experiment', 'RunSink', 'MlflowMirror'],
                     'experiment'),
     **dict.fromkeys(['CheckpointError', 'CheckpointSavableObject', 'Checkpointer',
                      'CheckpointSaver', 'LoopComponent', 'EarlyStopping', 'EventKeys',

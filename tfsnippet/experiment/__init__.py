@@ -1,8 +1,9 @@
-"""Experiment tooling: typed configs, runs with their directory and results, the results store."""
+"""Experiment tooling: typed configs, runs and their results, a results store, an MLflow mirror."""
 
 from .config import (Config, ConfigField, config_from_dict, config_to_dict, get_config_defaults,
                      load_config_file, parse_config, register_config_arguments)
 from .experiment import Experiment, RunResults, current_experiment
+from .mlflow_mirror import MlflowMirror
 from .sinks import RunSink, SinkError, StoreSink
 from .store import EpochRow, ResultsStore, RunRow
 
@@ -10,5 +11,5 @@ __all__ = [
     'Config', 'ConfigField', 'config_from_dict', 'config_to_dict', 'get_config_defaults',
     'load_config_file', 'parse_config', 'register_config_arguments', 'ResultsStore', 'RunRow',
     'EpochRow', 'Experiment', 'RunResults', 'current_experiment', 'RunSink', 'StoreSink',
-    'SinkError',
+    'SinkError', 'MlflowMirror',
 ]

@@ -23,6 +23,7 @@ from typing import IO, Any, Generic, TypeVar
 
 from .config import (_all_paths, _is_config_class, _is_config_instance, config_from_dict,
                      config_to_dict, parse_config)
+from .mlflow_mirror import mlflow_mirror_of
 from .sinks import StoreSink, check_sinks, report_sink_error
 from .store import ResultsStore, flatten_config
 
@@ -209,6 +210,13 @@ class Experiment(Generic[_C]):
             mirror the run to (an MLflow mirror...); the SQLite store is
             always written.  A sink's error is reported and does not stop
             training (see :class:`~tfsnippet.experiment.sinks.RunSink`).
+        mlflow: Also mirror the run to MLflow (``pip install "tfsnippet[mlflow]"``):
+            a tracking URI (``'sqlite:///runs/mlflow.db'``, a server's
+            ``'http://host:5000'``), ``True`` for MLflow's default URI
+            (``MLFLOW_TRACKING_URI`` when it is set), or an
+            :class:`~tfsnippet.experiment.mlflow_mirror.MlflowMirror` (to
+            choose the MLflow experiment).  ``None``: no mirror, even when
+            ``MLFLOW_TRACKING_URI`` is set.
         tee: Copy stdout and stderr into ``console.log``.
         hparams: Write TensorBoard HParams data into the run directory.
         auto_checkpoint: Give the first TrainLoop made inside the block
@@ -227,11 +235,13 @@ class Experiment(Generic[_C]):
             `root`, or a saved config no longer matches the config class;
             when entered, `root` is not a writable directory.
         SystemExit: Parsing the command line failed (code 2) or ``--help``.
+        ImportError: `mlflow` is given but MLflow is not installed.
     """
 
     def __init__(self, config_or_class: _C | type[_C], root: str | os.PathLike[str] = 'runs',
                  name: str | None = None, args: Sequence[str] | None = None, *,
-                 sinks: Sequence[Any] | None = None, tee: bool = True, hparams: bool = True,
+                 sinks: Sequence[Any] | None = None, mlflow: str | bool | Any = None,
+                 tee: bool = True, hparams: bool = True,
                  auto_checkpoint: bool = True, flush_secs: float = 1.,
                  heartbeat_secs: float = 60., stale_after: float = 600.,
                  is_chief: bool | None = None) -> None:
@@ -259,6 +269,9 @@ class Experiment(Generic[_C]):
                 raise ValueError(f'`{arg}` must be {"> 0" if arg == "heartbeat_secs" else ">= 0"}'
                                  f', got {value!r}')
         self._sinks = check_sinks(sinks)
+        mirror = mlflow_mirror_of(mlflow)
+        if mirror is not None:
+            self._sinks.append(mirror)
         self._tee_wanted = bool(tee)
         self._hparams_wanted = bool(hparams)
         self._auto_checkpoint = bool(auto_checkpoint)
@@ -505,6 +518,11 @@ class Experiment(Generic[_C]):
             for sink in list(self._live_sinks):
                 if sink is self._store_sink:
                     self._call(sink, 'write', epochs, best)
+                    continue
+                if callable(getattr(sink, 'log_epochs', None)):   # the whole flush at once
+                    self._call(sink, 'log_epochs', [
+                        (step, epoch, {n: float(s['mean']) for n, s in stats.items()})
+                        for step, epoch, stats in epochs], dict(best) if best else None)
                     continue
                 stats_method = getattr(sink, 'log_epoch_stats', None)
                 for step, epoch, stats in epochs:

@@ -27,7 +27,11 @@ class RunSink(Protocol):
     :meth:`log_results` for final results, and :meth:`finish` once when the
     block is left.  Values are plain floats (NaN allowed).
 
-    A sink that also has ``log_epoch_stats(step, epoch, stats)`` gets the
+    A sink that also has ``log_epochs(epochs, best)`` gets all the epochs
+    of one flush (``[(step, epoch, means), ...]``) and the best values (or
+    ``None``) in one call instead of :meth:`log_epoch` and :meth:`log_best`
+    (:class:`~tfsnippet.experiment.mlflow_mirror.MlflowMirror` sends them
+    as one request).  A sink that also has ``log_epoch_stats(step, epoch, stats)`` gets the
     full statistics ``{name: {'mean': m, 'std': s, 'count': n}}`` there
     instead of :meth:`log_epoch` (the built-in :class:`StoreSink` does).
 
