@@ -165,8 +165,8 @@ def test_a_sigterm_preempts_the_loop_and_the_rerun_resumes_it(tmp_path, fake_clo
     v = tf.Variable(0.)
     lines = []
     with pytest.raises(TrainingPreempted):
-        with spt.Experiment(RunConfig, root=tmp_path, name='job', args=['--max_epoch', '3'],
-                            hparams=False) as exp:
+        with spt.Experiment(RunConfig, root=tmp_path, name='job',
+                            args=['--max_epoch', '3']) as exp:
             with spt.TrainLoop([v], max_epoch=exp.config.max_epoch, print_func=lines.append,
                                clock=fake_clock) as loop:
                 for _ in loop.iter_epochs():
@@ -179,6 +179,14 @@ def test_a_sigterm_preempts_the_loop_and_the_rerun_resumes_it(tmp_path, fake_clo
     with ResultsStore(tmp_path) as store:
         assert store.get_run('job').status == 'preempted'
         assert [e.epoch for e in store.epochs('job')] == [1]   # epoch 2 cut short, unprinted
+    # TensorBoard's HParams has no "preempted": the run ends as STATUS_UNKNOWN, not an error
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
+    acc = EventAccumulator(exp.run_dir, size_guidance={'tensors': 0})
+    acc.Reload()
+    end = plugin_data_pb2.HParamsPluginData.FromString(
+        acc.PluginTagToContent('hparams')['_hparams_/session_end_info']).session_end_info
+    assert end.status == api_pb2.STATUS_UNKNOWN
 
     v.assign(-100.)
     lines.clear()
