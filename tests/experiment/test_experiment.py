@@ -293,6 +293,26 @@ def test_epochs_are_buffered_and_written_every_flush_secs_on_the_loops_clock(
     store.close()
 
 
+def test_epochs_without_a_printed_line_record_their_own_values(tmp_path, fake_clock):
+    with spt.Experiment(RunConfig, root=tmp_path, name='quiet', args=['--max_epoch', '3'],
+                        hparams=False) as exp:
+        with spt.TrainLoop([], max_epoch=3, print_func=lambda s: None, clock=fake_clock) as loop:
+            for epoch in loop.iter_epochs():
+                for _ in loop.iter_steps(range(4)):
+                    loop.collect_metrics(loss=10. * epoch + loop.step)
+                loop.collect_metrics(valid_loss=1. / epoch)
+    with ResultsStore(tmp_path) as store:
+        epochs = store.epochs('quiet')
+    assert [e.epoch for e in epochs] == [1, 2, 3]
+    for row in epochs:
+        losses = [10. * row.epoch + s for s in range(row.step - 3, row.step + 1)]
+        assert row.metrics['loss']['count'] == 4
+        assert row.metrics['loss']['mean'] == pytest.approx(np.mean(losses))
+        assert row.metrics['loss']['std'] == pytest.approx(np.std(losses), abs=1e-6)
+        assert row.metrics['valid_loss']['mean'] == pytest.approx(1. / row.epoch)
+        assert row.metrics['valid_loss']['count'] == 1
+
+
 def test_only_the_first_loop_checkpoints_into_the_run_dir_and_every_loop_records(
         tmp_path, fake_clock):
     with spt.Experiment(RunConfig, root=tmp_path, name='two', args=[], hparams=False) as exp:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -40,7 +41,7 @@ class RunRecorder(LoopComponent):
     step loop), so what it records is exactly what the epoch log line
     prints (mean, std and count of each metric, reduced once by the metric
     book); an epoch without an epoch-level ``print_logs`` is recorded
-    with the book's epoch statistics at its end.  It keeps the epochs and
+    with the statistics of the values that epoch added to the book.  It keeps the epochs and
     the best validation value in memory and hands them to the Experiment at
     the end of an epoch when the Experiment's ``flush_secs`` have passed on
     the loop's clock since the last hand-over (which is one transaction of
@@ -60,6 +61,9 @@ class RunRecorder(LoopComponent):
         self._printed = False
         self._best: dict[str, float] = {}
         self._last_flush: float | None = None
+        # name -> (weight sum, count, mean, mean square) of the book's epoch
+        # statistics at the end of the last unprinted epoch
+        self._totals: dict[str, tuple[float, int, float, float]] = {}
 
     @property
     def target(self) -> RecordingTarget:
@@ -68,6 +72,7 @@ class RunRecorder(LoopComponent):
 
     def on_enter(self, loop: TrainLoop) -> None:
         self._pending, self._current, self._printed, self._best = [], {}, False, {}
+        self._totals = {}
         self._last_flush = loop.clock()
         self.subscribe(loop, EventKeys.METRIC_STATS_PRINTED, self._on_printed)
         self.subscribe(loop, EventKeys.TIME_METRIC_STATS_PRINTED, self._on_printed)
@@ -77,6 +82,7 @@ class RunRecorder(LoopComponent):
         if loop.within_step:   # a step-level line: the epoch's line is what is kept
             return
         self._printed = True
+        self._totals = {}      # the print clears the book's epoch statistics
         current = self._current
         for name, c in stats.items():
             if c.has_value:
@@ -84,8 +90,8 @@ class RunRecorder(LoopComponent):
                                  'count': int(c.counter)}
 
     def _after_epoch(self, loop: TrainLoop) -> None:
-        if not self._printed:   # no epoch-level line: what it would print now
-            self._on_printed(loop, loop.metric_book.epoch_stats())
+        if not self._printed:   # no epoch-level line: this epoch's part of the book's statistics
+            self._current.update(self._epoch_part(loop.metric_book.epoch_stats()))
         if self._current:
             self._pending.append((loop.step, loop.epoch, self._current))
         self._current, self._printed = {}, False
@@ -93,6 +99,34 @@ class RunRecorder(LoopComponent):
         if self._last_flush is None or now - self._last_flush >= self._target.flush_secs:
             self._last_flush = now
             self.flush()
+
+    def _epoch_part(self, stats: Mapping[str, StatisticsCollector]) -> dict[str, dict[str, Any]]:
+        """Mean, std and count of the values added to `stats` since the last epoch.
+
+        Without an epoch-level ``print_logs`` nothing clears the book's epoch
+        statistics, so they hold every epoch so far: this epoch's part is
+        their difference from the totals seen at the end of the last one.
+        """
+        part = {}
+        totals = self._totals
+        for name, c in stats.items():
+            if not c.has_value or c.shape != ():
+                continue
+            weight, mean, square = c.weight_sum, float(c.mean), float(c.square)
+            last = totals.get(name)
+            totals[name] = (weight, c.counter, mean, square)
+            count = c.counter
+            if last is not None:
+                last_weight, last_count, last_mean, last_square = last
+                count -= last_count
+                if count <= 0 or weight <= last_weight:
+                    continue   # nothing new this epoch
+                mean, square = ((mean * weight - last_mean * last_weight) / (weight - last_weight),
+                                (square * weight - last_square * last_weight) /
+                                (weight - last_weight))
+            part[name] = {'mean': mean, 'std': math.sqrt(max(square - mean * mean, 0.)),
+                          'count': count}
+        return part
 
     def on_valid_metric(self, loop: TrainLoop, value: float, improved: bool) -> None:
         if improved and loop.valid_metric_name is not None:
