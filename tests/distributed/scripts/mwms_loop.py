@@ -39,9 +39,9 @@ writes = [0]
 _save = CheckpointStore.save
 
 
-def counting_save(self, step, write):
+def counting_save(self, step, write, **kwargs):
     writes[0] += 1
-    return _save(self, step, write)
+    return _save(self, step, write, **kwargs)
 
 
 CheckpointStore.save = counting_save
@@ -50,9 +50,9 @@ save_steps = []
 _checkpointer_save = Checkpointer.save
 
 
-def recording_save(self, loop):
+def recording_save(self, loop, **kwargs):
     save_steps.append(loop.step)
-    return _checkpointer_save(self, loop)
+    return _checkpointer_save(self, loop, **kwargs)
 
 
 Checkpointer.save = recording_save
