@@ -76,14 +76,15 @@ def make_strategy(args):
         return tf.distribute.MirroredStrategy(devices), None
     cluster = spt.distributed.cluster_info()   # TF_CONFIG (or SLURM)
     if args.strategy == 'multiworker':
-        return tf.distribute.MultiWorkerMirroredStrategy(), None
+        # TensorFlow reads TF_CONFIG itself; under SLURM's `srun`, hand it the resolver
+        resolver = cluster.cluster_resolver() if cluster.source == 'slurm' else None
+        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver), None
     if cluster.task_type in ('worker', 'ps'):   # --strategy ps: serve the coordinator
         server = tf.distribute.Server(cluster.cluster_spec(), job_name=cluster.task_type,
                                       task_index=cluster.task_index, protocol='grpc',
                                       start=True)
         server.join()   # never returns
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+    strategy = tf.distribute.experimental.ParameterServerStrategy(cluster.cluster_resolver())
     return strategy, tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
 
 
