@@ -58,7 +58,7 @@ T0_ENV = 'TFSNIPPET_BENCH_T0'   # the launch time, handed to the workers
 
 # epochs per timed run, timed pairs (bare, TrainLoop), warm-up epochs
 SIZES = {
-    'full': {'epochs': 4, 'pairs': 9, 'warmup': 2, 'launch_repeats': 7},
+    'full': {'epochs': 6, 'pairs': 9, 'warmup': 2, 'launch_repeats': 7},
     'quick': {'epochs': 1, 'pairs': 2, 'warmup': 1, 'launch_repeats': 2},
 }
 

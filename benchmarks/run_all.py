@@ -23,7 +23,8 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from _bench import Row, describe_machine, format_table, met_text, read_rows  # noqa: E402
 
-SCRIPTS = ['bench_train_loop.py', 'bench_state.py', 'bench_dataflow.py', 'bench_trainer.py']
+SCRIPTS = ['bench_train_loop.py', 'bench_state.py', 'bench_dataflow.py', 'bench_trainer.py',
+           'bench_distributed.py']
 
 
 def _fmt(value: float) -> str:
