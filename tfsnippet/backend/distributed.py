@@ -14,7 +14,7 @@ from ..utils.validation import short_repr
 from .reduction import CrossWorkerReducer
 
 __all__ = ['DistributedBackend', 'backend_for', 'PendingValue', 'ReplicaValue',
-           'RemoteMetricValue', 'is_distributed_value', 'per_replica_error']
+           'RemoteMetricValue', 'is_distributed_value', 'per_replica_error', 'to_host_values']
 
 _REDUCE_MODES = ('mean', 'sum')
 _SHOWN_NAMES = 5   # variables named in an error message, at most
@@ -99,6 +99,62 @@ def _reduce_fetched(result: Any, mean: bool) -> np.ndarray:
         total = np.sum(arrays, axis=0)
         return np.asarray(total / len(arrays) if mean else total)
     return np.asarray(result, dtype=np.float64)
+
+
+def to_host_values(values: Sequence[Any]) -> np.ndarray:
+    """Reduce kept values to host numbers in one go: one flat float64 array.
+
+    Every element of every reduced value is one entry, in order (a
+    scalar metric gives one entry per value).  :class:`ReplicaValue`\\ s
+    of one shape and devices are stacked on each device and copied to
+    the host once per device, :class:`RemoteMetricValue`\\ s are fetched
+    with one ``coordinator.fetch``, numbers and arrays are taken as they
+    are and eager tensors are copied one by one.
+
+    Raises:
+        TypeError: An entry is not numeric.
+    """
+    results: list[np.ndarray | None] = [None] * len(values)
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    remote: list[int] = []
+    for i, v in enumerate(values):
+        if type(v) is ReplicaValue:
+            parts = v.parts
+            if all(isinstance(p, tf.Tensor) for p in parts):
+                key = tuple((p.device, p.dtype, tuple(p.shape)) for p in parts)
+                groups.setdefault(key, []).append(i)
+            else:
+                results[i] = v.host_value()
+        elif type(v) is RemoteMetricValue:
+            remote.append(i)
+        elif isinstance(v, tf.Tensor):
+            results[i] = np.asarray(v.numpy(), dtype=np.float64)
+        else:
+            try:
+                results[i] = np.asarray(v, dtype=np.float64)
+            except (TypeError, ValueError) as e:
+                raise TypeError(f'`values[{i}]` is not numeric: {short_repr(v)}') from e
+    for key, indices in groups.items():
+        replicas = []
+        for r, (device, _, _) in enumerate(key):
+            with tf.device(device):
+                stacked = tf.stack([values[i].parts[r] for i in indices])
+            replicas.append(np.asarray(stacked.numpy(), dtype=np.float64))
+        sums = np.sum(replicas, axis=0)
+        for j, i in enumerate(indices):
+            v = values[i]
+            results[i] = sums[j] * (v.factor / len(key) if v.mean else v.factor)
+    if remote:
+        by_coordinator: dict[int, list[int]] = {}
+        for i in remote:
+            by_coordinator.setdefault(id(values[i].coordinator), []).append(i)
+        for indices in by_coordinator.values():
+            fetched = values[indices[0]].coordinator.fetch([values[i].remote for i in indices])
+            for i, result in zip(indices, fetched):
+                results[i] = _reduce_fetched(result, values[i].mean)
+    if not results:
+        return np.zeros([0], dtype=np.float64)
+    return np.concatenate([np.ravel(r) for r in results if r is not None])
 
 
 def is_distributed_value(value: Any) -> bool:
@@ -366,59 +422,17 @@ class DistributedBackend:
         return value
 
     def to_host_values(self, values: Sequence[Any]) -> np.ndarray:
-        """Reduce kept values to host numbers in one go: one flat float64 array.
+        """Reduce kept values to host numbers in one go (see :func:`to_host_values`)."""
+        return to_host_values(values)
 
-        Every element of every reduced value is one entry, in order (a
-        scalar metric gives one entry per value).  :class:`ReplicaValue`\\ s
-        of one shape and devices are stacked on each device and copied to
-        the host once per device, :class:`RemoteMetricValue`\\ s are fetched
-        with one ``coordinator.fetch``, numbers and arrays are taken as they
-        are and eager tensors are copied one by one.
+    def all_reduce_sum(self, array: Any) -> np.ndarray:
+        """The element-wise sum of `array` (float64) over the workers: one all-reduce.
 
-        Raises:
-            TypeError: An entry is not numeric.
+        A collective under multi-worker training (see the class note); on one
+        worker, `array` itself as float64.
         """
-        results: list[np.ndarray | None] = [None] * len(values)
-        groups: dict[tuple[Any, ...], list[int]] = {}
-        remote: list[int] = []
-        for i, v in enumerate(values):
-            if type(v) is ReplicaValue:
-                parts = v.parts
-                if all(isinstance(p, tf.Tensor) for p in parts):
-                    key = tuple((p.device, p.dtype, tuple(p.shape)) for p in parts)
-                    groups.setdefault(key, []).append(i)
-                else:
-                    results[i] = v.host_value()
-            elif type(v) is RemoteMetricValue:
-                remote.append(i)
-            elif isinstance(v, tf.Tensor):
-                results[i] = np.asarray(v.numpy(), dtype=np.float64)
-            else:
-                try:
-                    results[i] = np.asarray(v, dtype=np.float64)
-                except (TypeError, ValueError) as e:
-                    raise TypeError(f'`values[{i}]` is not numeric: {short_repr(v)}') from e
-        for key, indices in groups.items():
-            replicas = []
-            for r, (device, _, _) in enumerate(key):
-                with tf.device(device):
-                    stacked = tf.stack([values[i].parts[r] for i in indices])
-                replicas.append(np.asarray(stacked.numpy(), dtype=np.float64))
-            sums = np.sum(replicas, axis=0)
-            for j, i in enumerate(indices):
-                v = values[i]
-                results[i] = sums[j] * (v.factor / len(key) if v.mean else v.factor)
-        if remote:
-            by_coordinator: dict[int, list[int]] = {}
-            for i in remote:
-                by_coordinator.setdefault(id(values[i].coordinator), []).append(i)
-            for indices in by_coordinator.values():
-                fetched = values[indices[0]].coordinator.fetch([values[i].remote for i in indices])
-                for i, result in zip(indices, fetched):
-                    results[i] = _reduce_fetched(result, values[i].mean)
-        if not results:
-            return np.zeros([0], dtype=np.float64)
-        return np.concatenate([np.ravel(r) for r in results if r is not None])
+        local = np.asarray(array, dtype=np.float64)
+        return local if self.num_workers == 1 else self._reducer.all_reduce_sum(local)
 
     per_replica_error = staticmethod(per_replica_error)
 

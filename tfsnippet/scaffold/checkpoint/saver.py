@@ -333,6 +333,26 @@ class CheckpointSaver:
 
         return self._store.save(step, write)
 
+    def rehearse(self, session: Any = None) -> None:
+        """Read what :meth:`save` would write (variables and object states), write nothing.
+
+        What a worker that is not the chief does under a ``tf.distribute``
+        strategy when the chief saves: reading a variable may be a
+        collective (a sync-on-read variable), which every worker must join.
+        """
+        var_dict = self._variable_dict()
+        session = self._session(session, var_dict)
+        for obj in self._objects.values():
+            if isinstance(obj, CheckpointSavableObject):
+                obj.get_state()
+        if not var_dict:
+            return
+        if self._graph_mode:
+            session.run(list(var_dict.values()))
+        else:
+            for var in var_dict.values():
+                var.read_value()
+
     # ------------------------------------------------------------ restore
     def restore(self, path: str, session: Any = None) -> dict[str, Any]:
         """Restore the checkpoint at `path` and return the saved object states.

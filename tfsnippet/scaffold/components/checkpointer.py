@@ -68,6 +68,18 @@ class Checkpointer(LoopComponent):
     :class:`TrainingPreempted` (exit status 143); the next start resumes
     exactly there.  ``SIGINT`` (Ctrl+C) keeps raising ``KeyboardInterrupt``
     unless it is listed.
+
+    **Under a tf.distribute strategy** every worker restores the same
+    checkpoint from `checkpoint_dir` (a directory every worker can read),
+    but only the chief writes: the others read everything a save reads
+    (the variables and the states, so they take part in any collective a
+    read needs, and no save can deadlock) and write nothing.  Under
+    multi-worker training a preemption signal received by any worker is
+    agreed on at the next sync point (see
+    :class:`~tfsnippet.scaffold.loop.distribution.LoopDistribution`), where
+    every worker saves (the chief writes) and exits at the same step; under
+    a ``ParameterServerStrategy`` a save first waits for the scheduled
+    steps (``coordinator.join()``).
     """
 
     role = 'checkpointer'
@@ -114,6 +126,11 @@ class Checkpointer(LoopComponent):
         return self._dir
 
     @property
+    def save_objects(self) -> dict[str, Any]:
+        """The objects saved besides the variables (``checkpoint_save_objects``)."""
+        return dict(self._objects)
+
+    @property
     def saver(self) -> CheckpointSaver | None:
         """The :class:`CheckpointSaver` (``None`` before the loop is entered)."""
         return self._saver
@@ -140,8 +157,15 @@ class Checkpointer(LoopComponent):
         """
         if self._saver is None:
             raise RuntimeError('The loop of this Checkpointer is not entered')
+        backend = loop.backend
         try:
-            path = self._saver.save(loop.step)
+            if backend is not None and backend.coordinator is not None:
+                backend.barrier()   # the scheduled steps are done: the variables are settled
+            if loop.is_chief:
+                path = self._saver.save(loop.step)
+            else:   # read what the chief saves (collectives included), write nothing
+                self._saver.rehearse()
+                path = self._saver.store.path_of(loop.step)
         except (OSError, tf.errors.OpError) as e:
             raise RuntimeError(
                 f'Could not write a checkpoint into `checkpoint_dir` {self._dir!r} (is the disk '
@@ -154,8 +178,15 @@ class Checkpointer(LoopComponent):
         return path
 
     # ------------------------------------------------------------ hooks
+    @property
+    def preempted_by(self) -> str | None:
+        """The name of the preemption signal received, or ``None``."""
+        return self._preempted_by
+
     def on_restore(self, loop: Any) -> None:
-        self._check_writable()
+        chief = loop.is_chief
+        if chief:
+            self._check_writable()
         if tf.executing_eagerly():
             variables = self._variables
         else:
@@ -167,7 +198,8 @@ class Checkpointer(LoopComponent):
         self._saver = CheckpointSaver(
             variables, os.path.join(self._dir, 'checkpoint'), objects=objects,
             max_to_keep=self._max_to_keep)
-        self._saver.remove_stale_temporaries()
+        if chief:   # the other workers only read
+            self._saver.remove_stale_temporaries()
         self._refuse_classic_format()
         restored = None
         try:
@@ -223,10 +255,17 @@ class Checkpointer(LoopComponent):
         # waits for the next step or epoch boundary
         if self._preempted_by is None:
             self._preempted_by = signal.Signals(signum).name
-            self.subscribe(loop, EventKeys.AFTER_STEP, self._preempt)
-            self.subscribe(loop, EventKeys.AFTER_EPOCH, self._preempt)
+            backend = loop.backend
+            if backend is None or backend.num_workers == 1:   # else agreed at a sync point
+                self.subscribe(loop, EventKeys.AFTER_STEP, self._preempt)
+                self.subscribe(loop, EventKeys.AFTER_EPOCH, self._preempt)
 
     def _preempt(self, loop: Any) -> None:
+        self.preempt(loop, self._preempted_by or 'a signal')
+
+    def preempt(self, loop: Any, signal_name: str) -> None:
+        """Save a checkpoint now, say so and raise :class:`TrainingPreempted`."""
+        self._preempted_by = signal_name
         path = self.save(loop)
         loop.println(f'Preempted by {self._preempted_by} at epoch {loop.epoch}, step '
                      f'{loop.step}: saved checkpoint {path}; exiting with status '

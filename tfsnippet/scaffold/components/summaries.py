@@ -35,6 +35,12 @@ class SummaryLogger(LoopComponent):
     variables already read), buffers them and writes them at the end of
     each epoch, every 1024 values and when the loop exits, so eager tensors
     are copied to the host in batches rather than on every step.
+
+    Under a ``tf.distribute`` strategy only the chief writes (the other
+    workers open no writer and write nothing); under multi-worker training
+    it writes the statistics merged across the workers each time the logs
+    are printed (their means, at the loop's step), rather than the chief's
+    own values, so the scalars are those of the whole global batch.
     """
 
     role = 'summaries'
@@ -63,6 +69,7 @@ class SummaryLogger(LoopComponent):
         self._tags: dict[str, str | None] = {}   # name -> tag, or None when skipped
         self._buffer: list[tuple[int, str, str, Any]] = []   # (step, tag, name, value)
         self._epoch_start: tuple[float, int] | None = None
+        self._silent = False   # a worker that is not the chief
 
     @property
     def writer(self) -> Any:
@@ -88,20 +95,31 @@ class SummaryLogger(LoopComponent):
         if len(buffer) >= _BUFFER_LIMIT:
             self.flush()
 
+    def _on_stats(self, loop: Any, stats: Mapping[str, Any]) -> None:
+        # multi-worker training: the statistics print_logs merged across the workers
+        step = loop.step
+        for name, c in stats.items():
+            tag = self._tag(name)
+            if tag is not None and c.has_value and self._commits.due(name):
+                self._buffer.append((step, tag, name, float(c.mean)))
+
     def _on_before_epoch(self, loop: Any) -> None:
-        self._epoch_start = (loop.clock(), loop.step)
+        self._epoch_start = (getattr(loop, '_clock', loop.clock)(), loop.step)
 
     def _on_after_epoch(self, loop: Any) -> None:
         if self._epoch_start is not None:
             start, first_step = self._epoch_start
-            elapsed = loop.clock() - start
+            elapsed = getattr(loop, '_clock', loop.clock)() - start
             if loop.step > first_step and elapsed > 0:
                 self._buffer.append((loop.step, STEPS_PER_SEC_TAG, STEPS_PER_SEC_TAG,
                                      (loop.step - first_step) / elapsed))
         self.flush()
 
     def add_summary(self, summary: Any, step: int) -> None:
-        """Write a summary proto (or its bytes) at `step`, after the buffered values."""
+        """Write a summary proto (or its bytes) at `step`, after the buffered values
+        (nothing on a worker that is not the chief)."""
+        if self._silent:
+            return
         self.flush()
         self._write(_as_summary_proto(summary), step)
 
@@ -127,6 +145,9 @@ class SummaryLogger(LoopComponent):
 
     # ------------------------------------------------------------ component hooks
     def on_enter(self, loop: Any) -> None:
+        self._silent = not loop.is_chief
+        if self._silent:
+            return
         if self._writer is None:
             assert self._summary_dir is not None   # one of the two is given
             check_writable_dir(self._summary_dir, 'summary_dir')
@@ -138,8 +159,13 @@ class SummaryLogger(LoopComponent):
             elif callable(getattr(self._writer, 'add_graph', None)):
                 self._writer.add_graph(self._graph)
         self._commits.reset()
-        self.subscribe(loop, EventKeys.METRICS_COLLECTED, self._on_metrics)
-        self.subscribe(loop, EventKeys.TIME_METRICS_COLLECTED, self._on_metrics)
+        backend = loop.backend
+        if backend is not None and backend.num_workers > 1:
+            self.subscribe(loop, EventKeys.METRIC_STATS_PRINTED, self._on_stats)
+            self.subscribe(loop, EventKeys.TIME_METRIC_STATS_PRINTED, self._on_stats)
+        else:
+            self.subscribe(loop, EventKeys.METRICS_COLLECTED, self._on_metrics)
+            self.subscribe(loop, EventKeys.TIME_METRICS_COLLECTED, self._on_metrics)
         self.subscribe(loop, EventKeys.BEFORE_EPOCH, self._on_before_epoch)
         self.subscribe(loop, EventKeys.AFTER_EPOCH, self._on_after_epoch)
         if self._histogram_freq is not None:
@@ -159,6 +185,9 @@ class SummaryLogger(LoopComponent):
                 self._write(histogram_summary(f'params/{name}', value), loop.step)
 
     def on_exit(self, loop: Any, error: BaseException | None) -> None:
+        if self._silent:
+            self._silent = False
+            return
         try:
             self.flush()
         finally:

@@ -18,14 +18,16 @@ from ..metrics.book import MetricBook
 from ..metrics.console import Console, DefaultMetricFormatter, MetricFormatter
 from ..metrics.monitor import Monitor
 from .build import DEFAULT_SUMMARY_SKIP_PATTERN, build_components
+from .distribution import LoopDistribution, attach_distribution, check_strategy_args
 from .facades import FeatureFacades
 from .progress import LoopProgress, check_limit
+from .registry import ComponentRegistry
 from .reporting import LoopReporting
 
 __all__ = ['TrainLoop']
 
 
-class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
+class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableContext):
     """Keeps the books of a training loop whose step the user writes.
 
     The loop owns the epoch and step counters, fires events around each
@@ -48,6 +50,13 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
     each step; :class:`EventKeys` lists them in order, with what fires on
     ``break``, an exception and :meth:`request_stop`.
 
+    Under a ``tf.distribute`` strategy (`strategy`, or the one whose scope
+    is entered) the same script runs on one device, many devices and many
+    workers: ``iter_steps`` yields per-replica batches for ``strategy.run``,
+    ``collect_metrics`` takes ``PerReplica`` values, only the chief
+    (:attr:`is_chief`) prints and writes, and decisions are agreed across
+    workers; see :class:`~tfsnippet.scaffold.loop.distribution.LoopDistribution`.
+
     Args:
         param_vars: The variables being trained (list or ``{name: var}``).
         var_groups: Name prefixes that group :meth:`print_training_summary`.
@@ -60,6 +69,9 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
         valid_metric_smaller_is_better: ``None`` infers it from the name
             (``acc``/``accuracy`` endings are larger-is-better).
         clock: Time source for timers, the ETA and ``every=`` schedules.
+        strategy: A ``tf.distribute.Strategy`` (``None``: the one in scope
+            when the loop is made or entered, if any).
+        coordinator: The ``ClusterCoordinator`` of a ``ParameterServerStrategy``.
         checkpoint_*, summary_*, early_stopping*, restore_checkpoint, warm_start:
             The feature arguments, see ``build_components``.
     """
@@ -82,8 +94,11 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
                  early_stopping: bool = False, *, early_stopping_patience: int | None = None,
                  checkpoint_step_freq: int | None = None, checkpoint_secs: float | None = None,
                  warm_start: Any = None, summary_histogram_freq: int | None = None,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter, strategy: Any = None,
+                 coordinator: Any = None):
         self._param_vars = normalize_variables(param_vars, 'param_vars')
+        self._dist_args = check_strategy_args(strategy, coordinator)
+        self._dist: LoopDistribution | None = None
         if var_groups is not None and (isinstance(var_groups, str) or
                                        not all(isinstance(g, str) for g in var_groups)):
             raise TypeError(f'`var_groups` must be a list of name prefixes, got {var_groups!r}')
@@ -96,7 +111,7 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
         self._var_groups = None if var_groups is None else list(var_groups)
         self._max_epoch = check_limit('max_epoch', max_epoch)
         self._max_step = check_limit('max_step', max_step)
-        self._clock = clock
+        self._clock = self._schedule_clock = clock
         self._console = Console(print_func, metric_formatter or DefaultMetricFormatter(),
                                 show_eta, clock)
         self._book = MetricBook()
@@ -149,7 +164,13 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
                                doc='The mean number of steps of the finished epochs.')
     within_epoch = property(lambda self: self._within_epoch, doc='Whether an epoch is open.')
     within_step = property(lambda self: self._within_step, doc='Whether a step loop is open.')
-    clock = property(lambda self: self._clock, doc="The loop's time source.")
+    clock = property(lambda self: self._schedule_clock, doc="The time source of schedules (under "
+                     "multi-worker training the chief's, see LoopDistribution).")
+    distribution = property(lambda self: self._dist, doc='The LoopDistribution, or None.')
+    backend = property(lambda self: self._dist and self._dist.backend,
+                       doc='The DistributedBackend of the strategy while entered, or None.')
+    is_chief = property(lambda self: self._dist is None or self._dist.backend.is_chief,
+                        doc='Whether this process prints and writes (True without a strategy).')
     stop_requested = property(lambda self: self._stop_requested, doc='Whether a stop was asked.')
     stop_reason = property(lambda self: self._stop_reason, doc='Why the epoch loop ended.')
     components = property(lambda self: tuple(self._components),
@@ -163,80 +184,18 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
 
     # ------------------------------------------------------------ control
     def request_stop(self, reason: str | None = None) -> None:
-        """Ask the loop to stop at the next step or epoch boundary, saying `reason`."""
+        """Ask the loop to stop at the next step or epoch boundary, saying `reason`
+        (under multi-worker training: at the next sync point, on every worker)."""
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f'`reason` must be a str or None, got {reason!r}')
-        if not self._stop_requested:
+        if not self._stop_requested and not (self._dist and self._dist.defer_stop(reason)):
             self._stop_requested = True
             self._stop_reason = reason or 'stop requested'
-
-    # ------------------------------------------------------------ components and state
-    def component(self, role: str) -> Any:
-        """The first plugged-in component with this `role` (``'checkpointer'``...), or None."""
-        return next((c for c in self._components if c.role == role), None)
-
-    def add_component(self, component: LoopComponent) -> None:
-        """Plug `component` in, before entering (needed for a resumed state to
-        reach it) or inside the ``with`` block (entered at once).
-
-        Raises:
-            TypeError: `component` is not a :class:`LoopComponent`.
-            ValueError: It is added twice, or another has the same `state_key`.
-            RuntimeError: The loop has been left, or an epoch loop is open.
-        """
-        if not isinstance(component, LoopComponent):
-            raise TypeError(f'`component` must be a LoopComponent, got {component!r}')
-        if self._has_entered and not self._is_entered:
-            raise RuntimeError('Components cannot be added to a loop that has been left')
-        if self._within_epoch:
-            raise RuntimeError('Components must be added outside of the epoch loop')
-        key = component.state_key
-        for other in self._components:
-            if other is component:
-                raise ValueError(f'`component` {component!r} has been added already')
-            if key and other.state_key == key:
-                raise ValueError(
-                    f'Two components have the state key {key!r}: {other!r} and {component!r}; '
-                    f'pass `name=` to one of them so their checkpoint states are kept apart')
-        self._components.append(component)
-        if self._is_entered:
-            component.on_enter(self)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The loop's persistent state as plain data (for checkpoints): counters, the
-        best validation metric, the components' states and, inside an epoch, how
-        far it went and where each DataFlow of :meth:`iter_steps` is."""
-        state = self._progress.state_dict(self._dataflows)
-        monitor = self._valid_monitor
-        state['best_valid_metric'] = monitor.best if monitor else None
-        state['valid_monitor'] = monitor.state_dict() if monitor else None
-        state['stop_reason'] = self._stop_reason if self._stop_requested else None
-        state['components'] = {c.state_key: c.state_dict()
-                               for c in self._components if c.state_key}
-        return state
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Put back a state from :meth:`state_dict`, before any epoch is opened
-        (`KeyError` for a missing key, `RuntimeError` inside an epoch)."""
-        missing = [k for k in ('epoch', 'step', 'best_valid_metric') if k not in state]
-        if missing:
-            raise KeyError(f'`state` lacks the required keys {missing}: got {sorted(state)}')
-        if self._within_epoch:
-            raise RuntimeError('`load_state_dict()` cannot be called while an epoch loop is open')
-        self._progress.load_state_dict(state)
-        if self._valid_monitor is not None:
-            saved = state.get('valid_monitor') or {'best': state['best_valid_metric'], 'wait': 0}
-            self._valid_monitor.load_state_dict(saved)
-        if state.get('stop_reason') is not None:  # a stopped run stays stopped
-            self.request_stop(state['stop_reason'])
-        saved_components = state.get('components') or {}
-        for c in self._components:
-            if c.state_key and c.state_key in saved_components:
-                c.load_state_dict(saved_components[c.state_key])
 
     # ----------------------------------------------------------- enter / exit
     def _enter(self) -> TrainLoop:
         entered: list[LoopComponent] = []
+        self._dist = attach_distribution(self, *self._dist_args)
         try:
             for c in self._components:
                 c.on_restore(self)
@@ -246,9 +205,16 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
             self._console.start_eta(self.get_progress())
             self._events.fire(EventKeys.ENTER_LOOP, self)
         except BaseException as e:
-            self._exit_components(entered, e)
+            try:
+                self._exit_components(entered, e)
+            finally:
+                self._detach()
             raise
         return self
+
+    def _detach(self) -> None:
+        if self._dist is not None:   # kept after the exit: `is_chief`, `backend` stay valid
+            self._dist.detach()
 
     def _exit_components(self, components: list[LoopComponent],
                          error: BaseException | None) -> None:
@@ -267,6 +233,7 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
             finally:
                 self._console.stop_eta()
                 self._book.clear()
+                self._detach()
 
     # ------------------------------------------------------------ iterations
     def iter_epochs(self) -> Iterator[int]:
@@ -327,7 +294,9 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
         """Iterate through the steps of the current epoch, yielding the step counter
         (from 1), or ``(step, batch)`` with `data_generator`: any iterable (a list,
         a DataFlow, a ``tf.data.Dataset`` in eager mode), iterated anew each epoch,
-        one item per step, required without `max_step`.
+        one item per step, required without `max_step`.  Under a strategy a
+        DataFlow or Dataset becomes per-replica batches (see
+        :meth:`LoopDistribution.distribute_data`).
 
         Raises:
             RuntimeError: No epoch loop is open, a step loop is already open,
@@ -340,6 +309,8 @@ class TrainLoop(LoopReporting, FeatureFacades, DisposableContext):
             raise RuntimeError('`data_generator` is required when `max_step` is not '
                                'configured, so as to prevent an unstoppable step loop')
         if data is not None:
+            if self._dist is not None:
+                data = self._dist.distribute_data(data)
             skip = self._progress.attach(data, self._dataflows, self.notice)
             try:
                 iterator = iter(data)

@@ -52,6 +52,9 @@ class LoopReporting:
     _step_start: float | None
     _time_metrics_handlers: list[Callable[..., Any]]
     _metrics_handlers: list[Callable[..., Any]]
+    #: merges the printed statistics of every worker (set under multi-worker training)
+    _reduce_stats: Callable[[dict[str, StatisticsCollector]],
+                            dict[str, StatisticsCollector]] | None = None
 
     if TYPE_CHECKING:  # provided by TrainLoop and DisposableContext
         def _require_entered(self) -> None: ...
@@ -101,7 +104,8 @@ class LoopReporting:
             if name == 'epoch_time':
                 self._book.end_epoch()
 
-    def collect_metrics(self, metrics: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def collect_metrics(self, metrics: Mapping[str, Any] | None = None, *,
+                        reduce: str | Mapping[str, str] | None = None, **kwargs: Any) -> None:
         """Add metric values, as a dict and/or as keyword arguments.
 
         Values go to the epoch's statistics, and inside a step loop also to
@@ -111,8 +115,21 @@ class LoopReporting:
         as stored, then the watchers of these metrics (the best validation
         metric first) see them.
 
+        Under a ``tf.distribute`` strategy (see :attr:`backend`) a value may
+        also be a ``PerReplica`` result of ``strategy.run`` or a
+        ``RemoteValue`` of ``coordinator.schedule``: it is kept as it is and
+        reduced across replicas when the logs are printed, the **mean** of
+        the replicas' values, or their **sum** with ``reduce='sum'`` (for
+        all the metrics of the call) or ``reduce={'n_correct': 'sum'}`` (per
+        name; so a metric cannot be named ``reduce`` as a keyword argument:
+        pass it in the dict).  Under multi-worker training the printed
+        statistics are then merged across the workers, as one process with
+        the global batch would print them.
+
         Raises:
-            TypeError: `metrics` is not a dict, or a value is not numeric.
+            TypeError: `metrics` is not a dict, or a value is not numeric (a
+                ``PerReplica`` in a loop without a strategy says what to do).
+            ValueError: `reduce` is not ``'mean'``, ``'sum'`` or a dict of them.
             RuntimeError: No epoch or step loop is open.
         """
         if metrics is None:
@@ -124,7 +141,7 @@ class LoopReporting:
         if not self._within_epoch:
             raise RuntimeError(f'{NOT_IN_LOOP}: `collect_metrics()` needs a loop')
         book = self._book
-        stored = book.collect(metrics, self._within_step)
+        stored = book.collect(metrics, self._within_step, reduce)
         if self._metrics_handlers:
             self._events.fire(EventKeys.METRICS_COLLECTED, self, stored)
         watchers = book.watchers
@@ -234,6 +251,8 @@ class LoopReporting:
             stats, clear = book.epoch_stats(), book.clear_epoch
         else:
             raise RuntimeError(f'{NOT_IN_LOOP}: `print_logs()` needs a loop')
+        if self._reduce_stats is not None:   # a collective: every worker prints alike
+            stats = self._reduce_stats(stats)
         line = self._console.format_stats(stats)
         if self._is_best_valid_metric:
             line += ' (*)'

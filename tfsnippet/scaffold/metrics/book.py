@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ...backend.distributed import PendingValue, is_distributed_value
 from ...utils.events import NO_COUNTERS, Counters, Every
 from ...utils.statistics import StatisticsCollector
 from .values import _PENDING_LIMIT, _move_pending, check_metric_value, to_float
@@ -30,6 +31,12 @@ class MetricBook:
     1024), the chunk's moments then merged into both collectors, so the
     per-step cost is one list append and an eager tensor is copied to the
     host once.  Eager variables are read when collected.
+
+    Under a ``tf.distribute`` strategy the loop sets :attr:`normalize` (its
+    backend's ``normalize_metric``: ``PerReplica`` and ``RemoteValue``
+    values are kept as they are, reduced across replicas at print time) and,
+    under multi-worker training, :attr:`read_watched` (a watched value is
+    averaged across the workers, so every worker decides alike).
     """
 
     #: A loop asks for :meth:`compact` when ``step & COMPACT_MASK == 0`` (every 1024 steps).
@@ -46,19 +53,32 @@ class MetricBook:
         # {metric name: its watchers}; read-only outside the book (use `watch`)
         self.watchers: dict[str, list[tuple[Callable[[float], Any], Every | None,
                                              Counters]]] = {}
+        #: ``normalize(name, value, reduce)`` of distributed values, or None (no strategy)
+        self.normalize: Callable[[str, Any, str], Any] | None = None
+        #: ``read_watched(name, value) -> float``: how a watcher's value is read
+        self.read_watched: Callable[[str, Any], float] = to_float
 
     # ------------------------------------------------------------ collecting
-    def collect(self, metrics: Mapping[str, Any], within_step: bool) -> Mapping[str, Any]:
+    def collect(self, metrics: Mapping[str, Any], within_step: bool,
+                reduce: str | Mapping[str, str] | None = None) -> Mapping[str, Any]:
         """Check and add `metrics`; return them as stored (normalised).
+
+        `reduce` (``'mean'``, ``'sum'`` or ``{name: mode}``) says how the
+        values of replicas are combined, under a strategy (see
+        :attr:`normalize`); without one it is checked and ignored.
 
         Raises:
             TypeError: A name is not a str or a value is not numeric.
+            ValueError: `reduce` is not ``'mean'``, ``'sum'`` or a dict of them.
         """
-        types = self._types
-        for name, value in metrics.items():
-            if types.get(name) is not type(value):
-                metrics = self._check(metrics)
-                break
+        if reduce is not None:
+            metrics = self._check(metrics, reduce)
+        else:
+            types = self._types
+            for name, value in metrics.items():
+                if types.get(name) is not type(value):
+                    metrics = self._check(metrics)
+                    break
         pending = self.step_pending if within_step else self.epoch_pending
         for name, value in metrics.items():
             values = pending.get(name)
@@ -68,11 +88,20 @@ class MetricBook:
                 values.append(value)
         return metrics
 
-    def _check(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
+    def _check(self, metrics: Mapping[str, Any],
+               reduce: str | Mapping[str, str] | None = None) -> dict[str, Any]:
+        modes = _reduce_modes(reduce)
+        normalize = self.normalize
         out = {}
         for name, value in metrics.items():
             if not isinstance(name, str):
                 raise TypeError(f'Metric names must be str, got {name!r}')
+            if normalize is not None and (modes or is_distributed_value(value)):
+                mode = modes.get(name, modes.get('', 'mean')) if modes else 'mean'
+                value = normalize(name, value, mode)
+                if isinstance(value, PendingValue):
+                    out[name] = value
+                    continue
             out[name] = check_metric_value(name, value)
         for name, value in metrics.items():
             if out[name] is value:   # kept as it is: values of this type need no check
@@ -128,7 +157,7 @@ class MetricBook:
                 for callback, every, counters in tuple(entries):
                     if every is None or every.due(counters):
                         if number is None:
-                            number = to_float(name, value)
+                            number = self.read_watched(name, value)
                         callback(number)
 
     # ------------------------------------------------------------ statistics
@@ -213,3 +242,15 @@ class MetricBook:
         self._step_stats.clear()
         self._epoch_stats.clear()
         self._outside_stats.clear()
+
+
+def _reduce_modes(reduce: str | Mapping[str, str] | None) -> dict[str, str]:
+    """``{name: mode}`` of a `reduce` argument (``''``: every name), ``{}`` for None."""
+    if reduce is None:
+        return {}
+    modes = {'': reduce} if isinstance(reduce, str) else reduce
+    if not isinstance(modes, Mapping) or not all(
+            isinstance(k, str) and v in ('mean', 'sum') for k, v in modes.items()):
+        raise ValueError(f"`reduce` must be 'mean', 'sum' or a dict {{metric name: 'mean' or "
+                         f"'sum'}}, got {reduce!r}")
+    return dict(modes)

@@ -1,0 +1,326 @@
+"""How a training loop runs under a ``tf.distribute`` strategy, chosen once when it is entered."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import tensorflow as tf
+
+from ...backend.distributed import DistributedBackend, backend_for
+from ...dataflows import ArrayFlow, DataFlow, MapperFlow, ShardedFlow, split_batch
+from ...utils.validation import check_positive_int, short_repr
+from ..event_keys import EventKeys
+from ..metrics.values import to_float
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .core import TrainLoop
+
+__all__ = ['LoopDistribution', 'check_strategy_args', 'attach_distribution']
+
+_MAX_SEED = 2 ** 31 - 1
+
+
+def check_strategy_args(strategy: Any, coordinator: Any) -> tuple[Any, Any]:
+    """Check `strategy`/`coordinator` of a ``TrainLoop``; ``None`` takes the strategy in scope.
+
+    Raises:
+        TypeError: `strategy` is not a ``tf.distribute.Strategy``, or
+            `coordinator` not a ``ClusterCoordinator``.
+        ValueError: A `coordinator` without a strategy.
+    """
+    if strategy is None and tf.distribute.has_strategy():
+        strategy = tf.distribute.get_strategy()
+    if strategy is not None and not isinstance(strategy, tf.distribute.Strategy):
+        raise TypeError(f'`strategy` must be a tf.distribute.Strategy or None, '
+                        f'got {short_repr(strategy)}')
+    if coordinator is not None:
+        if not isinstance(coordinator, tf.distribute.experimental.coordinator.ClusterCoordinator):
+            raise TypeError(f'`coordinator` must be a tf.distribute.experimental.coordinator.'
+                            f'ClusterCoordinator or None, got {short_repr(coordinator)}')
+        if strategy is None:
+            strategy = coordinator.strategy
+    return strategy, coordinator
+
+
+def attach_distribution(loop: TrainLoop, strategy: Any,
+                        coordinator: Any) -> LoopDistribution | None:
+    """The :class:`LoopDistribution` of `loop` (``None`` without a strategy), installed.
+
+    `strategy` ``None`` takes the strategy whose scope is entered now; the
+    default strategy means nothing to distribute.
+
+    Raises:
+        ValueError: A ``ParameterServerStrategy`` without `coordinator`, or
+            `param_vars` holding variables created outside the strategy's scope.
+        TypeError: As :class:`~tfsnippet.backend.DistributedBackend`.
+    """
+    backend = backend_for(strategy, coordinator)
+    if backend is None:
+        return None
+    params = loop.param_vars
+    if params:
+        backend.check_variables_in_scope(params, 'param_vars')
+    _build_optimizers(loop, backend)
+    return LoopDistribution(loop, backend)
+
+
+def _build_optimizers(loop: TrainLoop, backend: DistributedBackend) -> None:
+    """Build the Keras optimizers among the checkpointed objects for `param_vars`.
+
+    They must be built in the strategy's scope before the first
+    ``strategy.run`` (and before a checkpoint is restored into them); an
+    optimizer made outside the scope is refused, naming its variables.
+    """
+    checkpointer = loop.component('checkpointer')
+    objects = getattr(checkpointer, 'save_objects', None) or {}
+    params = loop.param_vars
+    for obj in objects.values():
+        if _is_keras_optimizer(obj):
+            if not obj.built and not params:
+                raise ValueError(
+                    'A Keras optimizer among `checkpoint_save_objects` is not built, and the '
+                    'loop has no `param_vars` to build it for: build it inside '
+                    '`strategy.scope()` before entering the loop '
+                    '(`optimizer.build(model.trainable_variables)`)')
+            backend.build_optimizer(obj, params or [])
+
+
+def _is_keras_optimizer(obj: Any) -> bool:
+    return (type(obj).__module__.split('.')[0] in ('keras', 'tf_keras')
+            and all(hasattr(obj, a) for a in ('build', 'built', 'apply_gradients', 'variables')))
+
+
+def _silent(line: str) -> None:
+    """The print function of a worker that is not the chief."""
+
+
+class LoopDistribution:
+    """What a :class:`~tfsnippet.TrainLoop` does differently under a strategy.
+
+    Made by the loop when it is entered with a strategy other than the
+    default one (``loop.distribution``; ``loop.backend`` is its
+    :class:`~tfsnippet.backend.DistributedBackend`), and removed when it is
+    left.  It
+
+    * turns the data of :meth:`~tfsnippet.TrainLoop.iter_steps` into
+      per-replica batches (:meth:`distribute_data`);
+    * lets the metric book keep ``PerReplica``/``RemoteValue`` metrics
+      without a device sync, reduced across replicas at print time;
+    * silences the log lines of every worker but the chief (unless a
+      ``print_func`` other than the builtin ``print`` was given);
+    * under multi-worker training (``backend.num_workers > 1``) merges the
+      printed statistics of all workers (one all-reduce per
+      ``print_logs``), averages a watched metric (the validation metric,
+      a loss guard's) across the workers when it is read, so early stopping,
+      reduce-on-plateau and loss guards decide alike everywhere, and holds a
+      **sync point** at the end of each epoch and every :attr:`sync_steps`
+      steps: one all-reduce that agrees on a stop requested on any worker
+      (:meth:`~tfsnippet.TrainLoop.request_stop`), a preemption signal
+      received by any worker, and the chief's clock.
+
+    Under multi-worker training a stop request therefore takes effect at
+    the next sync point, on every worker at the same step; ``loop.clock``
+    (which the ``every=`` schedules read: ``checkpoint_secs``, hooks every
+    N seconds) is the chief's clock as of the last sync point, so every
+    worker sees a time schedule due at the same step.  Timers and the ETA
+    keep the local clock.
+
+    Under a ``ParameterServerStrategy`` the loop runs on the coordinator:
+    the data of ``iter_steps`` is yielded unchanged (schedule the step with
+    ``coordinator.schedule(step_fn, args=batch)``, or iterate a per-worker
+    dataset of ``coordinator.create_per_worker_dataset`` yourself), the
+    step counter is the loop's own (the coordinator's: asynchronous workers
+    lose updates of ``optimizer.iterations``), and a checkpoint waits for
+    the scheduled steps (``coordinator.join()``) before it is written.
+    """
+
+    #: Steps between two sync points under multi-worker training (settable per loop).
+    sync_steps: int = 100
+
+    def __init__(self, loop: TrainLoop, backend: DistributedBackend):
+        self._loop = loop
+        self._backend = backend
+        self._multi = backend.num_workers > 1
+        self._pending_stop: str | None = None
+        self._data: dict[int, tuple[Any, Any]] = {}   # id(source) -> (source, distributed)
+        self._now = 0.
+        self._detached = False
+        console = loop.console
+        self._print_func = console.print_func
+        if not backend.is_chief and console.print_func is builtins.print:
+            console.print_func = _silent
+        book = loop.metric_book
+        book.normalize = backend.normalize_metric
+        if self._multi:
+            book.read_watched = self._read_watched
+            loop._reduce_stats = backend.reduce_statistics
+            self._local_clock = loop._clock
+            loop._schedule_clock = self.agreed_clock
+            self._sync(loop)   # the chief's clock, before any schedule is reset
+            loop.events.on(EventKeys.AFTER_STEP, self._after_step, owner=self)
+            loop.events.on(EventKeys.AFTER_EPOCH, self._sync, owner=self)
+
+    @property
+    def backend(self) -> DistributedBackend:
+        """The loop's :class:`~tfsnippet.backend.DistributedBackend`."""
+        return self._backend
+
+    @property
+    def pending_stop(self) -> str | None:
+        """The reason of a stop requested on this worker and not yet agreed on, or ``None``."""
+        return self._pending_stop
+
+    def detach(self) -> None:
+        """Undo what was installed in the loop (when it is left); once."""
+        loop = self._loop
+        if self._detached:
+            return
+        self._detached = True
+        loop.events.remove_owned(self)
+        if loop.console.print_func is _silent:
+            loop.console.print_func = self._print_func
+        book = loop.metric_book
+        book.normalize = None
+        book.read_watched = to_float
+        if self._multi:
+            loop._reduce_stats = None
+            loop._schedule_clock = self._local_clock
+
+    # ------------------------------------------------------------ decisions
+    def defer_stop(self, reason: str | None) -> bool:
+        """Whether a stop request must wait for the next sync point (multi-worker
+        training); it is then noted, to be agreed on there."""
+        if not self._multi:
+            return False
+        if self._pending_stop is None:
+            self._pending_stop = reason or 'stop requested'
+        return True
+
+    def agreed_clock(self) -> float:
+        """The chief's clock at the last sync point (``loop.clock`` under multi-worker training)."""
+        return self._now
+
+    def _read_watched(self, name: str, value: Any) -> float:
+        # one all-reduce: every worker's watchers see the same number
+        local = to_float(name, value)
+        total = self._backend.all_reduce_sum(np.array([local]))
+        return float(total[0]) / self._backend.num_workers
+
+    def _after_step(self, loop: TrainLoop) -> None:
+        n = check_positive_int(self.sync_steps, 'sync_steps')
+        if not loop.step % n:
+            self._sync(loop)
+
+    def _sync(self, loop: TrainLoop) -> None:
+        """A sync point: one all-reduce of [stop here, preempted here, the chief's clock]."""
+        backend = self._backend
+        checkpointer = loop.component('checkpointer')
+        preempted_by = getattr(checkpointer, 'preempted_by', None)
+        mine = np.array([self._pending_stop is not None, preempted_by is not None,
+                         self._local_clock() if backend.is_chief else 0.], dtype=np.float64)
+        total = backend.all_reduce_sum(mine)
+        self._now = float(total[2])
+        if total[0] > 0.:
+            reason = self._pending_stop or 'stop requested by another worker'
+            self._pending_stop = None
+            loop._stop_requested, loop._stop_reason = True, reason
+        if total[1] > 0. and checkpointer is not None:
+            checkpointer.preempt(loop, preempted_by or 'a signal to another worker')
+
+    # ------------------------------------------------------------ data
+    def distribute_data(self, data: Any) -> Any:
+        """The per-replica form of `data` for ``strategy.run`` (cached per `data`).
+
+        * A :class:`~tfsnippet.dataflows.ArrayFlow` is sharded among the
+          workers (:class:`~tfsnippet.dataflows.ShardedFlow`: its batch size
+          is the global batch, the remainder of an epoch is dropped) and each
+          worker's batch split among its replicas
+          (:func:`~tfsnippet.dataflows.split_batch`); a shuffled one draws its
+          seed on the chief (or takes the saved one when resuming).  Another
+          DataFlow is split only: under multi-worker training it must be made
+          from a ``ShardedFlow``.
+        * A ``tf.data.Dataset`` goes through
+          ``strategy.experimental_distribute_dataset`` (its batch size is the
+          global batch); a distributed dataset and any other iterable pass
+          unchanged.
+        * Under a ``ParameterServerStrategy`` everything passes unchanged.
+
+        Raises:
+            ValueError: The flow is too small to give every worker a batch,
+                or its batch does not divide among the replicas.
+            TypeError: A DataFlow that cannot be sharded, under multi-worker training.
+        """
+        backend = self._backend
+        if backend.coordinator is not None or not isinstance(data, (DataFlow, tf.data.Dataset)):
+            return data
+        cached = self._data.get(id(data))
+        if cached is not None and cached[0] is data:
+            return cached[1]
+        if isinstance(data, tf.data.Dataset):
+            out = backend.strategy.experimental_distribute_dataset(data)
+        else:
+            out = self._distribute_flow(data)
+        self._data[id(data)] = (data, out)
+        return out
+
+    def _distribute_flow(self, flow: DataFlow) -> DataFlow:
+        backend = self._backend
+        workers, replicas = backend.num_workers, backend.num_replicas
+        if isinstance(flow, ArrayFlow):
+            size, length = flow.batch_size, flow.data_length
+            if size % replicas:
+                raise ValueError(
+                    f'The DataFlow given to `iter_steps()` has batches of {size} rows, which do '
+                    f'not divide among the {replicas} replicas of the strategy '
+                    f'({workers} worker(s)): use a global batch size that is a multiple of '
+                    f'{replicas}')
+            if length < size:
+                raise ValueError(
+                    f'The DataFlow given to `iter_steps()` has {length} rows, less than one '
+                    f'global batch of {size} rows ({size // workers} for each of {workers} '
+                    f'worker(s), {size // replicas} for each of {replicas} replicas): every '
+                    f'worker needs a batch each epoch; use more data or a smaller batch size')
+            flow = ShardedFlow(flow, workers, backend.worker_index,
+                               seed=self._seed(flow) if flow.is_shuffled else None)
+        elif workers > 1 and not _is_sharded(flow):
+            raise TypeError(
+                f'The DataFlow given to `iter_steps()` ({short_repr(flow)}) cannot be sharded '
+                f'among the {workers} workers: give an ArrayFlow (`DataFlow.arrays(...)`), '
+                f'or shard one yourself (`spt.dataflows.shard_flow(flow, '
+                f'loop.backend.num_workers, loop.backend.worker_index, seed=...)`) and map or '
+                f'thread the sharded flow')
+        strategy = backend.strategy
+
+        def split(*arrays: Any) -> tuple[Any, ...]:
+            return split_batch(strategy, arrays)
+
+        return flow.map(split)
+
+    def _seed(self, flow: ArrayFlow) -> int:
+        """The shuffling seed of a sharded flow: the saved one when resuming, else one
+        drawn from the flow's generator on the chief (sent to every worker)."""
+        loop = self._loop
+        states, index = loop.progress.flow_states, len(loop._dataflows)
+        state = states[index] if index < len(states) else None
+        start = state.get('start') if isinstance(state, dict) else None
+        if isinstance(start, dict) and isinstance(start.get('seed'), int):
+            return int(start['seed'])
+        rng = getattr(flow, '_rng', None)
+        draw: Callable[..., Any] = getattr(rng, 'integers', None) or getattr(rng, 'randint')
+        seed = float(draw(_MAX_SEED))
+        return int(self._backend.broadcast_from_chief(seed))
+
+
+def _is_sharded(flow: Any) -> bool:
+    """Whether `flow` is a ShardedFlow, or made from one by ``map``/``threaded``."""
+    seen = 0
+    while flow is not None and seen < 64:
+        if isinstance(flow, ShardedFlow):
+            return True
+        flow = getattr(flow, 'source', None) if isinstance(flow, MapperFlow) else \
+            getattr(flow, '_source', None)
+        seen += 1
+    return False
