@@ -67,7 +67,8 @@ def make_strategy(args):
     if args.strategy == 'none':
         return tf.distribute.get_strategy(), None   # the default strategy: one device
     if args.strategy == 'mirrored':
-        devices = [d.name for d in tf.config.list_logical_devices('GPU')][:args.replicas]
+        gpus = tf.config.list_physical_devices('GPU')   # (the logical ones would be fixed)
+        devices = [f'/gpu:{i}' for i in range(min(len(gpus), args.replicas))]
         if not devices:   # no GPU: split the CPU into --replicas logical devices
             cpu = tf.config.list_physical_devices('CPU')[0]
             tf.config.set_logical_device_configuration(
@@ -163,6 +164,8 @@ def main(argv=None):
                 if step == crash_at:
                     os.kill(os.getpid(), signal.SIGKILL)
 
+            if coordinator is not None:   # ps: let the scheduled steps finish first
+                coordinator.join()
             with loop.timeit('valid_time'):
                 valid_loss, valid_acc = evaluate(eval_step, x_valid, y_valid)
                 loop.collect_metrics(valid_loss=valid_loss, valid_acc=valid_acc)

@@ -16,7 +16,9 @@ runs printed and wrote:
   ``enable_op_determinism``; the all-reduce of two workers adds the same two
   numbers in the same order every time);
 * only the chief prints the epoch lines and writes files: every task has a
-  run folder of its own, and worker 1's stays empty.
+  run folder of its own, and worker 1's stays empty;
+* with parameter servers, the coordinator runs the loop, counts the steps
+  and alone prints and writes; the workers and the server only serve.
 """
 
 from __future__ import annotations
@@ -111,6 +113,9 @@ def runs(tmp_path_factory):
         # two workers, each with a run folder of its own
         'two': (launch(2, OWN_FOLDER, tmp / 'two', '--strategy', 'multiworker',
                        '--checkpoint-steps', CHECKPOINT_STEPS), tmp / 'two' / 'worker0'),
+        # parameter servers: a chief (the coordinator), two workers, one ps
+        'ps': (launch(2, '--ps', 1, OWN_FOLDER, tmp / 'ps', '--strategy', 'ps'),
+               tmp / 'ps' / 'chief0'),
         # the same, worker 1 killed after step KILL_AT_STEP, one folder for both
         'killed': (launch(2, '--max-restarts', 1, '--grace-period', 2, EXAMPLE,
                           '--strategy', 'multiworker', '--checkpoint-steps', CHECKPOINT_STEPS,
@@ -195,3 +200,17 @@ def test_only_the_chief_prints_and_writes(runs):
     other = chief_folder.parent / 'worker1'
     left = [str(p) for p in other.rglob('*') if p.is_file()] if other.exists() else []
     assert left == []
+
+
+def test_parameter_servers_train_and_only_the_coordinator_prints_and_writes(runs):
+    ps, chief_folder = finished(runs, 'ps')
+    chief = ps.lines('chief 0')
+    assert len(epoch_lines(chief)) == EPOCHS, chief
+    result = json.loads((chief_folder / 'result.json').read_text())
+    # the steps are counted on the coordinator, whatever the workers' optimizers count
+    assert result['steps_run'] == EPOCHS * STEPS_PER_EPOCH
+    assert result['test_accuracy'] > 0.7, result   # it learned (chance is 0.1)
+    for task in ('worker 0', 'worker 1', 'ps 0'):
+        assert ps.lines(task) == [], task
+        folder = chief_folder.parent / task.replace(' ', '')
+        assert not folder.exists() or not [p for p in folder.rglob('*') if p.is_file()]
