@@ -11,6 +11,8 @@ Adam, a global batch of 64, the remainder of each epoch dropped):
   doing the same step (``loop.iter_steps(flow)`` yields the per-replica
   batches, ``loop.collect_metrics(loss=...)``, ``loop.print_logs()`` per
   epoch).  Target: TrainLoop / bare of the median time per step at most 1.02.
+  The epochs are timed; entering and leaving the loop, once per job, is
+  printed apart, with the all-reduces per epoch of both variants.
 * **MultiWorkerMirrored, 2 workers on loopback**: the same two variants in
   two worker processes started by ``python -m tfsnippet.launch --workers 2``
   (this script with ``--worker``), which time them alternately and print
@@ -34,6 +36,7 @@ the targets are met.  Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -45,7 +48,7 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _bench import (Row, Samples, describe_machine, format_table,  # noqa: E402
+from _bench import (Row, Samples, Stopwatch, describe_machine, format_table,  # noqa: E402
                     load_average, met_text, time_alternating, write_rows)
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -58,7 +61,7 @@ T0_ENV = 'TFSNIPPET_BENCH_T0'   # the launch time, handed to the workers
 
 # epochs per timed run, timed pairs (bare, TrainLoop), warm-up epochs
 SIZES = {
-    'full': {'epochs': 6, 'pairs': 9, 'warmup': 2, 'launch_repeats': 7},
+    'full': {'epochs': 8, 'pairs': 15, 'warmup': 2, 'launch_repeats': 7},
     'quick': {'epochs': 1, 'pairs': 2, 'warmup': 1, 'launch_repeats': 2},
 }
 
@@ -109,14 +112,16 @@ class Job:
         self.train_step = train_step
         self.spt = spt
         self.steps_per_epoch = len(self.x) // GLOBAL_BATCH
+        self.setup_ms: list[float] = []              # TrainLoop entry + exit, per run
+        self.epoch_collectives: list[float] = []     # TrainLoop all-reduces per epoch
 
     def flow(self) -> Any:
         """The global-batch flow: shuffled with the seed, the remainder of an epoch dropped."""
         return self.spt.DataFlow.arrays([self.x, self.y], GLOBAL_BATCH, shuffle=True,
                                         skip_incomplete=True, random_state=SEED)
 
-    def bare(self, epochs: int) -> list[float]:
-        """`epochs` epochs of the hand-written loop; returns each epoch's mean loss."""
+    def bare(self, epochs: int, watch: Any = None) -> list[float]:
+        """`epochs` epochs of the hand-written loop (timed by `watch`); each epoch's mean loss."""
         import numpy as np
         import tensorflow as tf
 
@@ -125,47 +130,62 @@ class Job:
         strategy, train_step = self.strategy, self.train_step
         flow = shard_flow(self.flow(), self.num_workers, self.worker_index, seed=SEED)
         means = []
-        for _ in range(epochs):
-            losses = []
-            for batch in flow:
-                losses.append(train_step(*split_batch(strategy, batch)))
-            local = np.mean([np.asarray(v) for loss in losses
-                             for v in strategy.experimental_local_results(loss)])
-            if self.num_workers > 1:   # one all-reduce, as TrainLoop's when it prints
-                per_replica = strategy.experimental_distribute_values_from_function(
-                    lambda ctx: tf.constant(local / strategy.num_replicas_in_sync, tf.float64))
-                local = float(strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica,
-                                              axis=None))
-            means.append(float(local))
+        with watch or contextlib.nullcontext():
+            for _ in range(epochs):
+                losses = []
+                for batch in flow:
+                    losses.append(train_step(*split_batch(strategy, batch)))
+                local = np.mean([np.asarray(v) for loss in losses
+                                 for v in strategy.experimental_local_results(loss)])
+                if self.num_workers > 1:   # one all-reduce, as TrainLoop's when it prints
+                    per_replica = strategy.experimental_distribute_values_from_function(
+                        lambda ctx: tf.constant(local / strategy.num_replicas_in_sync,
+                                                tf.float64))
+                    local = float(strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica,
+                                                  axis=None))
+                means.append(float(local))
         return means
 
-    def train_loop(self, epochs: int) -> list[str]:
-        """`epochs` epochs driven by ``TrainLoop``; returns the lines it printed."""
+    def train_loop(self, epochs: int, watch: Any = None) -> list[str]:
+        """`epochs` epochs driven by ``TrainLoop``; returns the lines it printed.
+
+        `watch` times the epochs; entering and leaving the loop (once per
+        job) go to :attr:`setup_ms`, its collectives during the epochs to
+        :attr:`epoch_collectives`.
+        """
         lines: list[str] = []
         flow = self.flow()
-        with self.spt.TrainLoop(self.model.trainable_variables, max_epoch=epochs,
-                                print_func=lines.append, strategy=self.strategy) as loop:
-            for _ in loop.iter_epochs():
-                for _, (bx, by) in loop.iter_steps(flow):
-                    loop.collect_metrics(loss=self.train_step(bx, by))
-                loop.print_logs()
+        setup = Stopwatch()
+        with setup:
+            loop = self.spt.TrainLoop(self.model.trainable_variables, max_epoch=epochs,
+                                      print_func=lines.append, strategy=self.strategy)
+            loop.__enter__()
+        try:
+            before = loop.backend.collectives
+            with watch or contextlib.nullcontext():
+                for _ in loop.iter_epochs():
+                    for _, (bx, by) in loop.iter_steps(flow):
+                        loop.collect_metrics(loss=self.train_step(bx, by))
+                    loop.print_logs()
+            self.epoch_collectives.append((loop.backend.collectives - before) / epochs)
+        finally:
+            with setup:
+                loop.__exit__(None, None, None)
+        self.setup_ms.append(setup.wall * 1e3)
         return lines
 
     def time_both(self, size: dict[str, int], with_loop: bool = True) -> dict[str, Any]:
         """Warm up, then time the variants alternately; ms per step of each run."""
         self.bare(size['warmup'])
-        runs: dict[str, Any] = {'bare': lambda watch: _timed(watch, self.bare, size['epochs'])}
+        epochs = size['epochs']
+        runs: dict[str, Any] = {'bare': lambda watch: self.bare(epochs, watch)}
         if with_loop:
             self.train_loop(size['warmup'])
-            runs['TrainLoop'] = lambda watch: _timed(watch, self.train_loop, size['epochs'])
+            runs['TrainLoop'] = lambda watch: self.train_loop(epochs, watch)
+        self.setup_ms, self.epoch_collectives = [], []
         samples = time_alternating(runs, size['pairs'])
-        per_step = 1e3 / (size['epochs'] * self.steps_per_epoch)
+        per_step = 1e3 / (epochs * self.steps_per_epoch)
         return {name: s.scaled(per_step).wall for name, s in samples.items()}
-
-
-def _timed(watch: Any, fn: Any, epochs: int) -> None:
-    with watch:
-        fn(epochs)
 
 
 # ----------------------------------------------------------------- a worker
@@ -178,8 +198,9 @@ def worker_main(size_name: str, with_loop: bool) -> int:
     job = Job(strategy)
     times = job.time_both(SIZES[size_name], with_loop=with_loop)
     print(MARK + json.dumps({'worker': job.worker_index, 'ready_s': ready,
-                             'steps_per_epoch': job.steps_per_epoch, 'ms_per_step': times}),
-          flush=True)
+                             'steps_per_epoch': job.steps_per_epoch, 'ms_per_step': times,
+                             'setup_ms': job.setup_ms,
+                             'epoch_collectives': job.epoch_collectives}), flush=True)
     return 0
 
 
@@ -258,6 +279,7 @@ def main_process(size_name: str, table_json: str | None) -> int:
 
     rows: list[Row] = []
     ratio_cells = []
+    notes = []   # (case, TrainLoop entry + exit ms, its all-reduces per epoch, the bare loop's)
 
     print('Mirrored, 2 logical CPUs, in this process ...', flush=True)
     mirrored = Job(tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1']))
@@ -265,6 +287,8 @@ def main_process(size_name: str, table_json: str | None) -> int:
     row, cells = ratio_row('Mirrored, 2 logical CPUs', times)
     rows.append(row)
     ratio_cells.append(cells)
+    notes.append((row.case, statistics.median(mirrored.setup_ms),
+                  statistics.median(mirrored.epoch_collectives), 0))
 
     print('MultiWorkerMirrored, 2 workers on loopback (launcher) ...', flush=True)
     two = run_workers(2, size_name, with_loop=True)
@@ -272,6 +296,8 @@ def main_process(size_name: str, table_json: str | None) -> int:
         row, cells = ratio_row(f'MultiWorkerMirrored, 2 workers [worker {w["worker"]}]',
                                w['ms_per_step'])
         ratio_cells.append(cells)
+        notes.append((row.case, statistics.median(w['setup_ms']),
+                      statistics.median(w['epoch_collectives']), 1))
         if w['worker'] == 0:
             rows.append(row)
 
@@ -295,6 +321,12 @@ def main_process(size_name: str, table_json: str | None) -> int:
     print(format_table(('case', 'bare median', 'TrainLoop median', 'bare best',
                         'TrainLoop best', 'ratio', 'target', 'met'), ratio_cells,
                        align='lrrrrrll'))
+    print('  The epochs are timed; entering and leaving the TrainLoop (once per job) is not:')
+    print(format_table(
+        ('case', 'TrainLoop entry + exit ms', 'TrainLoop all-reduces/epoch',
+         'bare all-reduces/epoch'),
+        [(case, f'{ms:.1f}', f'{n:.2f}', str(b)) for case, ms, n, b in notes],
+        align='lrrr'))
     print()
     print(format_table(
         ('figure', 'baseline', 'baseline value', 'value', 'unit', 'ratio'),
