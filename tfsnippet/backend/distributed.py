@@ -282,6 +282,7 @@ class DistributedBackend:
 
     Example:
         >>> import tensorflow as tf
+        >>> from tfsnippet.backend import DistributedBackend
         >>> backend = DistributedBackend(tf.distribute.OneDeviceStrategy('/cpu:0'))
         >>> backend.is_chief, backend.num_workers, backend.num_replicas
         (True, 1, 1)

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from ..backend.distributed import is_distributed_value
+
 from ..scaffold.event_keys import EventKeys
 from ..utils.events import EventSource
 from .step_runner import StepRunner, is_graph_fetch
@@ -171,6 +173,11 @@ class Evaluator:
             for name, items in values.items():
                 if len(items) != len(weights):
                     raise ValueError(f'Metric {name!r} was not returned for every batch')
+                backend = self._loop.backend
+                if backend is not None and any(is_distributed_value(v) for v in items):
+                    # per-replica (or remote) values: reduced across replicas, one host copy
+                    items = list(backend.to_host_values(
+                        [backend.normalize_metric(name, v) for v in items]))
                 arr = [np.asarray(v.numpy() if isinstance(v, tf.Tensor) else v) for v in items]
                 for a in arr:
                     if a.shape != ():

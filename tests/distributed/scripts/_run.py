@@ -68,12 +68,16 @@ def run_child(script: str, *args: str, timeout: float = 60.,
     return results[0]
 
 
-def run_workers(script: str, workers: int, timeout: float = 90.) -> list[dict[str, Any]]:
-    """Run ``scripts/<script>`` as `workers` processes through ``tfsnippet/launch.py``;
-    return the ``RESULT`` of each worker, by index."""
+def run_workers(script: str, workers: int, timeout: float = 90., args: tuple[str, ...] = (),
+                output: list[str] | None = None) -> list[dict[str, Any]]:
+    """Run ``scripts/<script> ARGS`` as `workers` processes through ``tfsnippet/launch.py``;
+    return the ``RESULT`` of each worker, by index (and the launcher's output
+    lines in `output`, if given)."""
     code, out, err = _communicate(
-        [sys.executable, str(LAUNCH_PY), '--workers', str(workers), str(SCRIPTS / script)],
-        timeout)
+        [sys.executable, str(LAUNCH_PY), '--workers', str(workers), str(SCRIPTS / script),
+         *args], timeout)
+    if output is not None:
+        output.extend(out.splitlines())
     found: dict[int, dict[str, Any]] = {}
     for line in out.splitlines():
         for i in range(workers):

@@ -1,13 +1,17 @@
-"""One worker of a 2-worker MultiWorkerMirroredStrategy job running a TrainLoop: report.
+"""One worker of a 2-worker MultiWorkerMirroredStrategy job running TrainLoops: report.
 
-Argument: a directory shared by the workers (checkpoints, summaries,
-printed lines) and a mode, ``train`` (2 epochs, a stop requested on worker
-1 only), ``resume`` (interrupted mid-epoch, then resumed).
+Argument: a directory the workers share.  Scenarios, one after the other:
+``stats`` (the job of ``mirrored_loop.py``'s one-device run, printed with the
+builtin ``print``, checkpoints and summaries on), ``stop`` (a stop requested
+on worker 1 only; early stopping on a validation metric that differs per
+worker), ``full`` / ``cut`` / ``resumed`` (an uninterrupted run, one
+interrupted mid-epoch on both workers, and its resumption).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import numpy as np
@@ -20,62 +24,140 @@ import keras  # noqa: E402
 
 import tfsnippet as spt  # noqa: E402
 from tfsnippet.dataflows import DataFlow  # noqa: E402
+from tfsnippet.scaffold.checkpoint.store import CheckpointStore  # noqa: E402
+from tfsnippet.scaffold.components.checkpointer import Checkpointer  # noqa: E402
 
-root, mode = sys.argv[1], sys.argv[2]
+root = sys.argv[1]
 GLOBAL_BATCH = 8
 x = np.random.RandomState(0).randn(44, 3).astype(np.float32)
 y = (x @ np.array([1., -2., .5], np.float32) + 0.3).astype(np.float32)
+INIT = [np.full((3, 1), .1, np.float32), np.zeros(1, np.float32)]
 
-with strategy.scope():
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-    optimizer = keras.optimizers.SGD(0.05)
-model.set_weights([np.full((3, 1), .1, np.float32), np.zeros(1, np.float32)])
-
-
-def replica_step(x, y):
-    with tf.GradientTape() as tape:
-        err = model(x)[:, 0] - y
-        loss = tf.reduce_sum(err * err) / GLOBAL_BATCH
-    grads = tape.gradient(loss, model.trainable_variables)
-    optimizer.apply_gradients(zip(grads, model.trainable_variables))
-    return loss
+# count the checkpoint writes of this worker
+writes = [0]
+_save = CheckpointStore.save
 
 
-@tf.function
-def train_step(x, y):
-    return strategy.run(replica_step, args=(x, y))
+def counting_save(self, step, write):
+    writes[0] += 1
+    return _save(self, step, write)
 
 
-def train(max_epoch, stop_at=None, stop_worker=None, sync_steps=2, kill_at=None):
-    lines = []
-    flow = DataFlow.arrays([x, y], GLOBAL_BATCH, shuffle=True, random_state=7)
-    kwargs = {} if mode == 'silent' else {'print_func': lines.append}
-    with spt.TrainLoop(model.trainable_variables, max_epoch=max_epoch, show_eta=False,
-                       checkpoint_dir=os.path.join(root, 'ckpt'), checkpoint_step_freq=3,
-                       checkpoint_save_objects={'optimizer': optimizer},
-                       summary_dir=os.path.join(root, 'summary'), early_stopping=True,
-                       strategy=strategy, **kwargs) as loop:
-        loop.distribution.sync_steps = sync_steps
-        me = loop.backend.worker_index
-        for epoch in loop.iter_epochs():
-            rows = []
-            for step, (bx, by) in loop.iter_steps(flow):
-                loop.collect_metrics(loss=train_step(bx, by), reduce='sum')
-                if step == stop_at and me == stop_worker:
-                    loop.request_stop('asked on one worker')
-                if step == kill_at:
-                    raise KeyboardInterrupt()
-            loop.collect_metrics(valid_loss=float(loop.epoch == 1) + me)
-            loop.print_logs()
-    return loop, lines
+CheckpointStore.save = counting_save
+# the steps at which this worker took part in a save (wrote it, or read for it)
+save_steps = []
+_checkpointer_save = Checkpointer.save
 
 
-out = {}
-if mode == 'train':
-    loop, lines = train(3, stop_at=7, stop_worker=1)
-    out['lines'] = lines
-    out['step'] = loop.step
-    out['stop_reason'] = loop.stop_reason
-    out['is_chief'] = loop.is_chief
-    out['weights'] = [w.ravel().tolist() for w in model.get_weights()]
+def recording_save(self, loop):
+    save_steps.append(loop.step)
+    return _checkpointer_save(self, loop)
+
+
+Checkpointer.save = recording_save
+
+
+class Job:
+    """A linear model trained by SGD with momentum (the optimizer is built by the loop)."""
+
+    def __init__(self):
+        with strategy.scope():
+            self.model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+            self.optimizer = keras.optimizers.SGD(0.05, momentum=0.5)
+        self.model.set_weights(INIT)
+        self.step = tf.function(self._step)
+
+    def _replica(self, x, y):
+        model, optimizer = self.model, self.optimizer
+        with tf.GradientTape() as tape:
+            err = model(x)[:, 0] - y
+            loss = tf.reduce_sum(err * err) / GLOBAL_BATCH
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss, tf.reduce_sum(tf.cast(tf.abs(err) < 1., tf.float32))
+
+    def _step(self, x, y):
+        return strategy.run(self._replica, args=(x, y))
+
+    def weights(self):
+        return [w.ravel().tolist() for w in self.model.get_weights()]
+
+    def train(self, name, max_epoch, shuffle=False, interrupt_at=None, stop_at=None,
+              valid=None, signal_at=None, tick=None, **kwargs):
+        flow = DataFlow.arrays([x, y], GLOBAL_BATCH, shuffle=shuffle, random_state=3)
+        seen = []
+        with spt.TrainLoop(self.model.trainable_variables, max_epoch=max_epoch, show_eta=False,
+                           checkpoint_dir=os.path.join(root, name),
+                           checkpoint_save_objects={'optimizer': self.optimizer},
+                           strategy=strategy, **kwargs) as loop:
+            loop.distribution.sync_steps = 2
+            me = loop.backend.worker_index
+            for epoch in loop.iter_epochs():
+                for step, batch in loop.iter_steps(flow):
+                    seen.append(batch[0].values[0].numpy()[:, 0].tolist())
+                    loss, hits = self.step(*batch)
+                    loop.collect_metrics(loss=loss, hits=hits, reduce='sum')
+                    if step == stop_at and me == 1:
+                        loop.request_stop('asked on worker 1')
+                    if step == interrupt_at:
+                        raise KeyboardInterrupt()
+                    if step == signal_at and me == 1:
+                        os.kill(os.getpid(), signal.SIGTERM)
+                    if tick is not None:
+                        tick()
+                if valid is not None:
+                    loop.collect_metrics(valid_loss=valid[epoch - 1] + 0.25 * me)
+                loop.print_logs()
+        return loop, seen
+
+
+out: dict = {'pid': os.getpid()}
+job = Job()
+loop, _ = job.train('stats', 2, summary_dir=os.path.join(root, 'summary'))
+out['roles'] = [loop.is_chief, loop.backend.num_workers, loop.backend.worker_index,
+                loop.backend.num_replicas]
+out['stats_weights'] = job.weights()
+out['stats_writes'] = writes[0]
+
+job = Job()
+lines = []
+loop, _ = job.train('stop', 4, stop_at=7, valid=[3., 1., 2., 0.5], early_stopping=True,
+                    print_func=lines.append)
+out['stop'] = [loop.step, loop.stop_reason, loop.best_valid_metric]
+out['stop_lines'] = lines
+out['stop_weights'] = job.weights()
+
+job = Job()
+_, out['full_seen'] = job.train('full', 3, shuffle=True)
+out['full_weights'] = job.weights()
+job = Job()
+try:
+    job.train('cut', 3, shuffle=True, interrupt_at=8, checkpoint_step_freq=3)
+except KeyboardInterrupt:
+    pass
+job = Job()
+_, out['resumed_seen'] = job.train('cut', 3, shuffle=True, checkpoint_step_freq=3)
+out['resumed_weights'] = job.weights()
+out['writes'] = writes[0]
+
+# a clock of each worker's own pace: checkpoint_secs reads the chief's, agreed every 2 steps
+now = [0.]
+
+
+def tick():
+    now[0] += 4. if out['roles'][2] == 0 else 7.
+
+
+del save_steps[:]
+job = Job()
+job.train('timed', 2, checkpoint_secs=10., clock=lambda: now[0], tick=tick)
+out['timed_save_steps'] = list(save_steps)
+
+# SIGTERM to worker 1 only: both save at the next sync point and exit
+del save_steps[:]
+job = Job()
+try:
+    job.train('preempt', 3, signal_at=3)
+except SystemExit as e:
+    out['preempted'] = [type(e).__name__, e.code, list(save_steps)]
 report(out)

@@ -29,7 +29,7 @@ def check_strategy_args(strategy: Any, coordinator: Any) -> tuple[Any, Any]:
     Raises:
         TypeError: `strategy` is not a ``tf.distribute.Strategy``, or
             `coordinator` not a ``ClusterCoordinator``.
-        ValueError: A `coordinator` without a strategy.
+        ValueError: A ``ParameterServerStrategy`` without `coordinator`.
     """
     if strategy is None and tf.distribute.has_strategy():
         strategy = tf.distribute.get_strategy()
@@ -42,6 +42,11 @@ def check_strategy_args(strategy: Any, coordinator: Any) -> tuple[Any, Any]:
                             f'ClusterCoordinator or None, got {short_repr(coordinator)}')
         if strategy is None:
             strategy = coordinator.strategy
+    elif isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy):
+        raise ValueError(
+            '`coordinator` is required with a ParameterServerStrategy, got None: pass '
+            '`coordinator=tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)`, '
+            'the one that schedules the training steps (the loop runs on the coordinator)')
     return strategy, coordinator
 
 
