@@ -24,6 +24,14 @@ pytestmark = pytest.mark.distributed
 CHILD_TIMEOUT = 150.   # seconds; the children take 10-25 s here
 
 
+def read_scalars(logdir):
+    """``{tag: [(step, value), ...]}`` of the event files under `logdir`."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    ea = EventAccumulator(str(logdir), size_guidance={'scalars': 0})
+    ea.Reload()
+    return {tag: [(e.step, e.value) for e in ea.Scalars(tag)] for tag in ea.Tags()['scalars']}
+
+
 @pytest.fixture(scope='module')
 def children(tmp_path_factory):
     mirrored_dir = tmp_path_factory.mktemp('mirrored')
@@ -37,6 +45,7 @@ def children(tmp_path_factory):
             'mwms': pool.submit(run_workers, 'mwms_loop.py', 2, CHILD_TIMEOUT, (str(mwms_dir),),
                                 output),
             'mwms_output': output,
+            'mirrored_dir': mirrored_dir,
             'mwms_dir': mwms_dir,
         }
 
@@ -75,6 +84,14 @@ def test_mirrored_prints_and_trains_as_one_device(mirrored):
     assert len(mirrored['one_seen']) == 10 and all(len(b) == 8 for b in mirrored['one_seen'])
 
 
+def test_mirrored_summaries_equal_one_device(mirrored, children):
+    one = read_scalars(children['mirrored_dir'] / 'one_summary')
+    two = read_scalars(children['mirrored_dir'] / 'two_summary')
+    for tag in ('metrics/loss', 'metrics/hits'):
+        assert [s for s, _ in two[tag]] == list(range(1, 11))
+        assert [v for _, v in two[tag]] == pytest.approx([v for _, v in one[tag]], rel=1e-5)
+
+
 def test_mirrored_early_stopping_restores_the_best(mirrored):
     snapshots = mirrored['es_snapshots']
     assert mirrored['es_final'] == snapshots[1]    # valid_loss 3, 1, 2: the second epoch
@@ -88,6 +105,7 @@ def test_mirrored_resume_mid_epoch_continues_exactly(mirrored):
     assert mirrored['resumed_weights'] == mirrored['full_weights']
     assert mirrored['cut_weights_at_interrupt'] != mirrored['full_weights']
     assert mirrored['resumed_iterations'] == 15
+    assert mirrored['built_by_the_loop'] is True
     assert mirrored['full_lines'][-1] == mirrored['resumed_lines'][-1]
 
 
@@ -151,6 +169,15 @@ def test_multi_worker_only_the_chief_writes(workers, children):
     assert 'checkpoint.dat-10' in listed
 
 
+def test_multi_worker_summaries_hold_the_merged_statistics(workers, mirrored, children):
+    # the chief writes the means printed (merged across the workers) at the print steps
+    scalars = read_scalars(children['mwms_dir'] / 'summary')
+    one = [means(line) for line in mirrored['one_lines']]
+    for tag, name in (('metrics/loss', 'loss'), ('metrics/hits', 'hits')):
+        assert [s for s, _ in scalars[tag]] == [5, 10]
+        assert [v for _, v in scalars[tag]] == pytest.approx([o[name] for o in one], rel=1e-5)
+
+
 def test_multi_worker_stop_on_one_worker_ends_both_at_the_same_step(workers):
     chief, other = workers
     # worker 1 asks at step 7; the sync point every 2 steps agrees at step 8
@@ -203,3 +230,26 @@ def test_multi_worker_preemption_of_one_worker_stops_both(workers):
     # SIGTERM to worker 1 at step 3: both save at the sync point of step 4 and exit 143
     for worker in workers:
         assert worker['preempted'] == ['TrainingPreempted', 143, [4]]
+
+
+def test_multi_worker_refuses_workers_resuming_different_checkpoints(workers):
+    # worker 1 finds a checkpoint (of step 15) in its `checkpoint_dir`, the chief none
+    chief, other = workers
+    assert other['err_mismatch'].startswith(
+        'The workers resumed from different checkpoints (this worker, 1: the checkpoint of '
+        'step 15; the chief: no checkpoint): every worker must read the same `checkpoint_dir`')
+    assert chief['err_mismatch'].startswith(
+        'The workers resumed from different checkpoints (this worker, 0: no checkpoint; '
+        'the chief: no checkpoint)')
+
+
+def test_multi_worker_loss_guard_and_reduce_on_plateau_decide_alike(workers):
+    # valid_loss 1.0, 1.2, 1.4 on the chief and 0.5 more on worker 1: worker 1 alone would
+    # trip the guard (threshold 1.4) at epoch 1; the mean across workers does at epoch 2,
+    # where reduce-on-plateau (patience 1) halves the learning rate too, on both
+    chief, other = workers
+    assert chief['decided'] == other['decided']
+    epoch, step, reason, lr = chief['decided']
+    assert (epoch, step) == (2, 10)
+    assert reason == '`valid_loss` is 1.45, above the threshold 1.4 at epoch 2, step 10'
+    assert lr == pytest.approx(0.025)

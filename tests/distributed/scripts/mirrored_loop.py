@@ -69,6 +69,7 @@ class Job:
         with spt.TrainLoop(self.model.trainable_variables, max_epoch=max_epoch,
                            print_func=lines.append, show_eta=False, strategy=self.strat,
                            **kwargs) as loop:
+            self.built_on_enter = self.optimizer.built
             for epoch in loop.iter_epochs():
                 for step, batch in loop.iter_steps(flow):
                     if self.strat is not None:
@@ -96,10 +97,12 @@ out: dict = {}
 # ------------------------------------------------------------ same as one device
 one = Job(None)
 # a strategy drops the remainder of an epoch (4 rows), which one device keeps unless told
-_, out['one_lines'], out['one_seen'] = one.train(flow(skip_incomplete=True), 2)
+_, out['one_lines'], out['one_seen'] = one.train(
+    flow(skip_incomplete=True), 2, summary_dir=os.path.join(root, 'one_summary'))
 out['one_weights'] = one.weights()
 two = Job(strategy)
-loop, out['two_lines'], out['two_seen'] = two.train(flow(), 2)
+loop, out['two_lines'], out['two_seen'] = two.train(
+    flow(), 2, summary_dir=os.path.join(root, 'two_summary'))
 out['two_weights'] = two.weights()
 out['roles'] = [loop.is_chief, loop.backend.num_replicas, type(loop.backend.strategy).__name__]
 out['optimizer_iterations'] = int(two.optimizer.iterations.numpy())
@@ -122,6 +125,7 @@ full = Job(strategy, build=False)
 _, out['full_lines'], out['full_seen'] = full.train(
     flow(shuffle=True), 3, checkpoint_dir=os.path.join(root, 'full'))
 out['full_weights'] = full.weights()
+out['built_by_the_loop'] = full.built_on_enter   # among checkpoint_save_objects, unbuilt
 cut = Job(strategy, build=False)
 ckpt = os.path.join(root, 'cut')
 try:

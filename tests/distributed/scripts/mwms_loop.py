@@ -11,6 +11,7 @@ interrupted mid-epoch on both workers, and its resumption).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 
@@ -140,6 +141,23 @@ _, out['resumed_seen'] = job.train('cut', 3, shuffle=True, checkpoint_step_freq=
 out['resumed_weights'] = job.weights()
 out['writes'] = writes[0]
 
+# a loss guard and reduce-on-plateau on a validation metric that differs per worker
+job = Job()
+guard = spt.LossGuard('valid_loss', threshold=1.4, action='stop')
+plateau = spt.ReduceOnPlateau(job.optimizer.learning_rate, factor=0.5, patience=1)
+loop = spt.TrainLoop(job.model.trainable_variables, max_epoch=3, strategy=strategy,
+                     print_func=lambda line: None)
+loop.add_component(guard)
+loop.add_component(plateau)
+with loop:
+    for epoch in loop.iter_epochs():
+        flow = DataFlow.arrays([x, y], GLOBAL_BATCH)
+        for _, batch in loop.iter_steps(flow):
+            job.step(*batch)
+        loop.collect_metrics(valid_loss=[1.0, 1.2, 1.4][epoch - 1] + 0.5 * out['roles'][2])
+out['decided'] = [loop.epoch, loop.step, loop.stop_reason,
+                  float(np.asarray(job.optimizer.learning_rate))]
+
 # a clock of each worker's own pace: checkpoint_secs reads the chief's, agreed every 2 steps
 now = [0.]
 
@@ -152,6 +170,15 @@ del save_steps[:]
 job = Job()
 job.train('timed', 2, checkpoint_secs=10., clock=lambda: now[0], tick=tick)
 out['timed_save_steps'] = list(save_steps)
+
+# a worker that sees another checkpoint than the chief: refused on both, no hang
+me = out['roles'][2]
+if me == 1:
+    shutil.copytree(os.path.join(root, 'cut'), os.path.join(root, 'mismatch-1'))
+try:
+    Job().train(f'mismatch-{me}', 3)
+except RuntimeError as e:
+    out['err_mismatch'] = str(e)
 
 # SIGTERM to worker 1 only: both save at the next sync point and exit
 del save_steps[:]

@@ -212,6 +212,19 @@ class Checkpointer(LoopComponent):
                 f'{e}. The model changed since the checkpoint was saved: to start afresh, pass '
                 f'`restore_checkpoint=False` or use a new `checkpoint_dir` (and '
                 f'`spt.warm_start` to reuse the matching weights)') from e
+        backend = loop.backend
+        if backend is not None and backend.num_workers > 1:
+            # every worker must go on from the chief's checkpoint (two all-reduces)
+            mine = -1. if restored is None else float(loop.step)
+            chief = backend.broadcast_from_chief(mine)
+            if backend.agree_any(chief != mine):
+                def desc(step: float) -> str:
+                    return 'no checkpoint' if step < 0 else f'the checkpoint of step {int(step)}'
+                raise RuntimeError(
+                    f'The workers resumed from different checkpoints (this worker, '
+                    f'{backend.worker_index}: {desc(mine)}; the chief: {desc(chief)}): every '
+                    f'worker must read the same `checkpoint_dir` {self._dir!r}, a directory '
+                    f'they share')
         # what is on disk now (or nothing to save yet): the exit saves only a newer state
         self._last_saved = (loop.epoch, loop.step, loop.progress.epoch_finished)
         self.restored_from = None if restored is None else restored[0]

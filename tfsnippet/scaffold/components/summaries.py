@@ -8,6 +8,7 @@ from typing import Any
 
 from tensorboard.compat.proto import summary_pb2
 
+from ...backend.distributed import ReplicaValue, to_host_values
 from ...utils.events import Every
 from ...utils.files import check_writable_dir
 from ...utils.tf_vars import variable_name
@@ -134,8 +135,14 @@ class SummaryLogger(LoopComponent):
         if self._buffer:
             buffer, self._buffer = self._buffer, []
             by_step: dict[int, dict[str, float]] = {}
-            for step, tag, name, value in buffer:
-                by_step.setdefault(step, {})[tag] = to_float(name, value)
+            # scalar per-replica values: to the host in one go per device, not one by one
+            scalar = [i for i, entry in enumerate(buffer) if type(entry[3]) is ReplicaValue
+                      and all(getattr(p, 'shape', ()) == () for p in entry[3].parts)]
+            host = dict(zip(scalar, to_host_values([buffer[i][3] for i in scalar]))
+                        if scalar else ())
+            for i, (step, tag, name, value) in enumerate(buffer):
+                by_step.setdefault(step, {})[tag] = (
+                    float(host[i]) if i in host else to_float(name, value))
             for step, values in by_step.items():
                 self._write(summary_pb2.Summary(value=[
                     summary_pb2.Summary.Value(tag=t, simple_value=v)

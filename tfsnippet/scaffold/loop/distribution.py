@@ -126,6 +126,11 @@ class LoopDistribution:
       (:meth:`~tfsnippet.TrainLoop.request_stop`), a preemption signal
       received by any worker, and the chief's clock.
 
+    Every worker must run the same loop: the same data sizes, and
+    ``print_logs`` and ``collect_metrics`` of a watched metric at the same
+    points (they are collectives there); ``collect_results`` values are
+    printed by the chief as they are (not merged).
+
     Under multi-worker training a stop request therefore takes effect at
     the next sync point, on every worker at the same step; ``loop.clock``
     (which the ``every=`` schedules read: ``checkpoint_secs``, hooks every
@@ -142,8 +147,8 @@ class LoopDistribution:
     the scheduled steps (``coordinator.join()``) before it is written.
     """
 
-    #: Steps between two sync points under multi-worker training (settable per loop).
-    sync_steps: int = 100
+    #: The default of :attr:`sync_steps`.
+    DEFAULT_SYNC_STEPS = 100
 
     def __init__(self, loop: TrainLoop, backend: DistributedBackend):
         self._loop = loop
@@ -153,6 +158,7 @@ class LoopDistribution:
         self._data: dict[int, tuple[Any, Any]] = {}   # id(source) -> (source, distributed)
         self._now = 0.
         self._detached = False
+        self._sync_steps = self.DEFAULT_SYNC_STEPS
         console = loop.console
         self._print_func = console.print_func
         if not backend.is_chief and console.print_func is builtins.print:
@@ -172,6 +178,19 @@ class LoopDistribution:
     def backend(self) -> DistributedBackend:
         """The loop's :class:`~tfsnippet.backend.DistributedBackend`."""
         return self._backend
+
+    @property
+    def sync_steps(self) -> int:
+        """Steps between two sync points under multi-worker training (100; settable).
+
+        Each sync point is one all-reduce; a stop request or a time schedule
+        waits for the next one.
+        """
+        return self._sync_steps
+
+    @sync_steps.setter
+    def sync_steps(self, value: int) -> None:
+        self._sync_steps = check_positive_int(value, 'sync_steps')
 
     @property
     def pending_stop(self) -> str | None:
@@ -215,8 +234,7 @@ class LoopDistribution:
         return float(total[0]) / self._backend.num_workers
 
     def _after_step(self, loop: TrainLoop) -> None:
-        n = check_positive_int(self.sync_steps, 'sync_steps')
-        if not loop.step % n:
+        if not loop.step % self._sync_steps:
             self._sync(loop)
 
     def _sync(self, loop: TrainLoop) -> None:
@@ -251,7 +269,9 @@ class LoopDistribution:
           ``strategy.experimental_distribute_dataset`` (its batch size is the
           global batch); a distributed dataset and any other iterable pass
           unchanged.
-        * Under a ``ParameterServerStrategy`` everything passes unchanged.
+        * Under a ``ParameterServerStrategy``, and in graph mode (feed the
+          global batch; the strategy splits it in the graph), everything
+          passes unchanged.
 
         Raises:
             ValueError: The flow is too small to give every worker a batch,
@@ -259,7 +279,8 @@ class LoopDistribution:
             TypeError: A DataFlow that cannot be sharded, under multi-worker training.
         """
         backend = self._backend
-        if backend.coordinator is not None or not isinstance(data, (DataFlow, tf.data.Dataset)):
+        if backend.coordinator is not None or not isinstance(data, (DataFlow, tf.data.Dataset)) \
+                or not tf.executing_eagerly():
             return data
         cached = self._data.get(id(data))
         if cached is not None and cached[0] is data:

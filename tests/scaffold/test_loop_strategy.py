@@ -1,0 +1,76 @@
+"""TrainLoop's `strategy`/`coordinator` arguments and `reduce=` in this (one-device) process.
+
+The strategies themselves run in child processes: tests/distributed/test_loop_distributed.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfsnippet as spt
+
+
+def test_no_strategy_means_no_backend():
+    with spt.TrainLoop(max_epoch=1, print_func=lambda line: None) as loop:
+        assert loop.backend is None and loop.distribution is None and loop.is_chief
+    # the default strategy is no strategy, given or in scope
+    with spt.TrainLoop(max_epoch=1, strategy=tf.distribute.get_strategy()) as loop:
+        assert loop.backend is None and loop.is_chief
+
+
+def test_one_device_strategy_from_scope():
+    strategy = tf.distribute.OneDeviceStrategy('/cpu:0')
+    with strategy.scope():
+        v = tf.Variable(1.)
+        loop = spt.TrainLoop([v], max_epoch=1, print_func=lambda line: None)
+    assert loop.backend is None   # chosen when the loop is entered
+    lines = []
+    with loop:
+        assert loop.backend.strategy is strategy and loop.is_chief
+        assert loop.backend.num_workers == 1 and loop.backend.num_replicas == 1
+        loop.print_func = lines.append
+        for _ in loop.iter_epochs():
+            for _, (x,) in loop.iter_steps(spt.DataFlow.arrays([np.arange(4.)], 2)):
+                loop.collect_metrics(loss=strategy.run(tf.reduce_sum, args=(x,)),
+                                     n=strategy.run(tf.size, args=(x,)), reduce={'n': 'sum'})
+            loop.print_logs()
+    assert lines[-1].endswith('loss: 3 (±2); n: 2 (±0)')
+    assert loop.backend.strategy is strategy   # still known after the exit
+
+
+def test_strategy_and_coordinator_types():
+    with pytest.raises(TypeError, match=r'`strategy` must be a tf.distribute.Strategy or None, '
+                                        r"got 'mirrored'"):
+        spt.TrainLoop(max_epoch=1, strategy='mirrored')
+    with pytest.raises(TypeError, match='`coordinator` must be a tf.distribute.experimental.'
+                                        'coordinator.ClusterCoordinator or None, got 3'):
+        spt.TrainLoop(max_epoch=1, coordinator=3)
+
+
+def test_reduce_is_checked_and_ignored_without_strategy():
+    lines = []
+    with spt.TrainLoop(max_epoch=1, print_func=lines.append, show_eta=False) as loop:
+        for _ in loop.iter_epochs():
+            for _ in loop.iter_steps([1, 2]):
+                loop.collect_metrics(loss=2., reduce='sum')
+                loop.collect_metrics({'reduce': 1.}, reduce={'loss': 'mean'})
+            with pytest.raises(ValueError, match=r"`reduce` must be 'mean', 'sum' or a dict "
+                                                 r"\{metric name: 'mean' or 'sum'\}, got "
+                                                 r"'median'"):
+                loop.collect_metrics(loss=1., reduce='median')
+            loop.print_logs()
+    assert lines[-1].endswith('loss: 2 (±0); reduce: 1 (±0)')
+
+
+def test_per_replica_metric_without_strategy_says_what_to_do():
+    from tensorflow.python.distribute.values import PerReplica
+    values = PerReplica((tf.constant(1.), tf.constant(2.)))
+    with spt.TrainLoop(max_epoch=1) as loop:
+        for _ in loop.iter_epochs():
+            with pytest.raises(TypeError, match=r'Metric `loss` is a per-replica value '
+                                                r'\(PerReplica of 2 replicas, each like '
+                                                r'.*\), but the loop has no tf.distribute '
+                                                r'strategy: pass `strategy=`.*strategy.reduce'):
+                loop.collect_metrics(loss=values)
