@@ -114,6 +114,7 @@ class Job:
         self.steps_per_epoch = len(self.x) // GLOBAL_BATCH
         self.setup_ms: list[float] = []              # TrainLoop entry + exit, per run
         self.epoch_collectives: list[float] = []     # TrainLoop all-reduces per epoch
+        self.all_reduce_ms: list[float] = []         # the bare loop's all-reduces
 
     def flow(self) -> Any:
         """The global-batch flow: shuffled with the seed, the remainder of an epoch dropped."""
@@ -138,11 +139,13 @@ class Job:
                 local = np.mean([np.asarray(v) for loss in losses
                                  for v in strategy.experimental_local_results(loss)])
                 if self.num_workers > 1:   # one all-reduce, as TrainLoop's when it prints
+                    t0 = time.perf_counter()
                     per_replica = strategy.experimental_distribute_values_from_function(
                         lambda ctx: tf.constant(local / strategy.num_replicas_in_sync,
                                                 tf.float64))
                     local = float(strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica,
                                                   axis=None))
+                    self.all_reduce_ms.append((time.perf_counter() - t0) * 1e3)
                 means.append(float(local))
         return means
 
@@ -182,7 +185,7 @@ class Job:
         if with_loop:
             self.train_loop(size['warmup'])
             runs['TrainLoop'] = lambda watch: self.train_loop(epochs, watch)
-        self.setup_ms, self.epoch_collectives = [], []
+        self.setup_ms, self.epoch_collectives, self.all_reduce_ms = [], [], []
         samples = time_alternating(runs, size['pairs'])
         per_step = 1e3 / (epochs * self.steps_per_epoch)
         return {name: s.scaled(per_step).wall for name, s in samples.items()}
@@ -200,7 +203,8 @@ def worker_main(size_name: str, with_loop: bool) -> int:
     print(MARK + json.dumps({'worker': job.worker_index, 'ready_s': ready,
                              'steps_per_epoch': job.steps_per_epoch, 'ms_per_step': times,
                              'setup_ms': job.setup_ms,
-                             'epoch_collectives': job.epoch_collectives}), flush=True)
+                             'epoch_collectives': job.epoch_collectives,
+                             'all_reduce_ms': job.all_reduce_ms}), flush=True)
     return 0
 
 
@@ -229,6 +233,51 @@ def run_workers(workers: int, size_name: str, with_loop: bool) -> list[dict[str,
 
 
 # --------------------------------------------------------------- the parts
+def noop_costs(strategy: Any, batches: int, repeats: int) -> tuple[Samples, Samples]:
+    """µs per step of the data and metric handling alone, bare and by TrainLoop.
+
+    The step is a no-op: the bare loop shards and splits each batch
+    (``shard_flow`` + ``split_batch``); the TrainLoop yields the per-replica
+    batches of ``iter_steps`` and collects one per-replica loss per step.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    import tfsnippet as spt
+    from tfsnippet.dataflows.sharding import shard_flow, split_batch
+
+    with strategy.scope():
+        var = tf.Variable(0.)
+    def replica_loss() -> Any:
+        return tf.constant(1.)
+
+    @tf.function
+    def step() -> Any:
+        return strategy.run(replica_loss)
+
+    loss = step()
+    flow = spt.DataFlow.arrays([np.zeros((GLOBAL_BATCH * batches, 64), np.float32)],
+                               GLOBAL_BATCH)
+
+    def bare(watch: Any) -> None:
+        sharded = shard_flow(flow, 1, 0)
+        with watch:
+            for batch in sharded:
+                split_batch(strategy, batch)
+
+    def loop(watch: Any) -> None:
+        with spt.TrainLoop([var], max_epoch=1, print_func=lambda line: None,
+                           strategy=strategy) as train_loop:
+            for _ in train_loop.iter_epochs():
+                with watch:
+                    for _ in train_loop.iter_steps(flow):
+                        train_loop.collect_metrics(loss=loss)
+                train_loop.print_logs()
+
+    samples = time_alternating({'bare': bare, 'TrainLoop': loop}, repeats)
+    return samples['bare'].scaled(1e6 / batches), samples['TrainLoop'].scaled(1e6 / batches)
+
+
 def ratio_row(case: str, times: dict[str, list[float]]) -> tuple[Row, list[str]]:
     """The TrainLoop / bare row of `times` (ms per step of each run), and its table cells."""
     bare, loop = statistics.median(times['bare']), statistics.median(times['TrainLoop'])
@@ -288,7 +337,12 @@ def main_process(size_name: str, table_json: str | None) -> int:
     rows.append(row)
     ratio_cells.append(cells)
     notes.append((row.case, statistics.median(mirrored.setup_ms),
-                  statistics.median(mirrored.epoch_collectives), 0))
+                  statistics.median(mirrored.epoch_collectives), 0, None))
+
+    noop_bare, noop_loop = noop_costs(mirrored.strategy, 50 if size_name == 'quick' else 500,
+                                      size['pairs'])
+    rows.append(Row('Mirrored, no-op step: data + metrics per step',
+                    'shard_flow + split_batch', noop_bare.median, noop_loop.median, 'µs/step'))
 
     print('MultiWorkerMirrored, 2 workers on loopback (launcher) ...', flush=True)
     two = run_workers(2, size_name, with_loop=True)
@@ -297,7 +351,8 @@ def main_process(size_name: str, table_json: str | None) -> int:
                                w['ms_per_step'])
         ratio_cells.append(cells)
         notes.append((row.case, statistics.median(w['setup_ms']),
-                      statistics.median(w['epoch_collectives']), 1))
+                      statistics.median(w['epoch_collectives']), 1,
+                      statistics.median(w['all_reduce_ms'])))
         if w['worker'] == 0:
             rows.append(row)
 
@@ -321,17 +376,21 @@ def main_process(size_name: str, table_json: str | None) -> int:
     print(format_table(('case', 'bare median', 'TrainLoop median', 'bare best',
                         'TrainLoop best', 'ratio', 'target', 'met'), ratio_cells,
                        align='lrrrrrll'))
-    print('  The epochs are timed; entering and leaving the TrainLoop (once per job) is not:')
+    print('  The epochs are timed; entering and leaving the TrainLoop (once per job) is not.')
+    print('  "their share" = (TrainLoop - bare all-reduces per epoch) x ms per all-reduce '
+          '/ steps per epoch:')
+    steps = mirrored.steps_per_epoch
     print(format_table(
-        ('case', 'TrainLoop entry + exit ms', 'TrainLoop all-reduces/epoch',
-         'bare all-reduces/epoch'),
-        [(case, f'{ms:.1f}', f'{n:.2f}', str(b)) for case, ms, n, b in notes],
-        align='lrrr'))
+        ('case', 'entry + exit ms', 'all-reduces/epoch: TrainLoop', 'bare', 'ms/all-reduce',
+         'their share ms/step'),
+        [(case, f'{ms:.1f}', f'{n:.2f}', str(b), '' if each is None else f'{each:.2f}',
+          '' if each is None else f'{(n - b) * each / steps:.3f}')
+         for case, ms, n, b, each in notes], align='lrrrrr'))
     print()
     print(format_table(
         ('figure', 'baseline', 'baseline value', 'value', 'unit', 'ratio'),
         [(r.case, r.baseline, f'{r.baseline_value:.3f}', f'{r.value:.3f}', r.unit,
-          f'{r.ratio:.3f}') for r in rows[-3:]], align='llrrlr'))
+          f'{r.ratio:.3f}') for r in rows if r.target == ''], align='llrrlr'))
     print(f'  (global batch {GLOBAL_BATCH}: {GLOBAL_BATCH * steps_one:,.0f} samples/s on one '
           f'worker, {GLOBAL_BATCH * steps_two:,.0f} on two; not a target)')
     print(f'\nload avg {load_average()} (1/5/15 min) at the end')
