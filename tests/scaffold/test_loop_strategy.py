@@ -74,3 +74,79 @@ def test_per_replica_metric_without_strategy_says_what_to_do():
                                                 r'.*\), but the loop has no tf.distribute '
                                                 r'strategy: pass `strategy=`.*strategy.reduce'):
                 loop.collect_metrics(loss=values)
+
+
+class FakeTwoWorkerBackend:
+    """What LoopDistribution reads of a backend: worker 0 of 2, 2 replicas each; the
+    'all-reduce' of one process stands in for the sum over the workers."""
+
+    def __init__(self, worker_index=0):
+        self.strategy = tf.distribute.OneDeviceStrategy('/cpu:0')
+        self.coordinator = None
+        self.num_workers, self.worker_index, self.num_replicas = 2, worker_index, 4
+        self.is_chief = worker_index == 0
+
+    def normalize_metric(self, name, value, reduce='mean'):
+        return value
+
+    def reduce_statistics(self, stats):
+        return stats
+
+    def all_reduce_sum(self, array):
+        return np.asarray(array, dtype=np.float64)
+
+    def broadcast_from_chief(self, value):
+        return float(value)
+
+
+def distribution_of(loop, backend):
+    from tfsnippet.scaffold.loop.distribution import LoopDistribution
+    return LoopDistribution(loop, backend)
+
+
+def test_multi_worker_data_is_sharded_or_refused():
+    from tfsnippet.dataflows import shard_flow
+    x = np.arange(20.)
+    with spt.TrainLoop(max_epoch=1) as loop:
+        dist = distribution_of(loop, FakeTwoWorkerBackend())
+        try:
+            with pytest.raises(TypeError, match=r'cannot be sharded among the 2 workers: give an '
+                                                r'ArrayFlow'):
+                dist.distribute_data(spt.DataFlow.arrays([x], 8).map(lambda a: (a,)))
+            with pytest.raises(ValueError, match=r'has 6 rows, less than one global batch of 8 '
+                                                 r'rows \(4 for each of 2 worker\(s\), 2 for each '
+                                                 r'of 4 replicas\)'):
+                dist.distribute_data(spt.DataFlow.arrays([x[:6]], 8))
+            with pytest.raises(ValueError, match=r'batches of 6 rows, which do not divide among '
+                                                 r'the 4 replicas'):
+                dist.distribute_data(spt.DataFlow.arrays([x], 6))
+            # a flow sharded by the user, mapped and threaded, is only split
+            sharded = shard_flow(spt.DataFlow.arrays([x], 8), 2, 0).map(lambda a: (a,))
+            assert dist.distribute_data(sharded) is dist.distribute_data(sharded)
+            # a list, numpy batches and the like pass unchanged
+            data = [(x,)]
+            assert dist.distribute_data(data) is data
+        finally:
+            dist.detach()
+
+
+def test_multi_worker_stop_waits_for_the_sync_point():
+    lines = []
+    with spt.TrainLoop(max_epoch=3, print_func=lines.append) as loop:
+        dist = distribution_of(loop, FakeTwoWorkerBackend())
+        loop._dist = dist
+        dist.sync_steps = 4
+        with pytest.raises(ValueError, match='`sync_steps` must be a positive int'):
+            dist.sync_steps = 0
+        steps = []
+        try:
+            for _ in loop.iter_epochs():
+                for step, _ in loop.iter_steps(range(10)):
+                    steps.append(step)
+                    if step == 2:
+                        loop.request_stop('asked at 2')
+                        assert not loop.stop_requested and dist.pending_stop == 'asked at 2'
+        finally:
+            dist.detach()
+    assert steps == [1, 2, 3, 4] and loop.stop_reason == 'asked at 2'
+    assert lines[-1] == 'Training stopped at epoch 1, step 4: asked at 2'

@@ -168,7 +168,7 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
                      "multi-worker training the chief's, see LoopDistribution).")
     distribution = property(lambda self: self._dist, doc='The LoopDistribution, or None.')
     backend = property(lambda self: self._dist and self._dist.backend,
-                       doc='The DistributedBackend of the strategy while entered, or None.')
+                       doc='The DistributedBackend chosen when entered, or None.')
     is_chief = property(lambda self: self._dist is None or self._dist.backend.is_chief,
                         doc='Whether this process prints and writes (True without a strategy).')
     stop_requested = property(lambda self: self._stop_requested, doc='Whether a stop was asked.')

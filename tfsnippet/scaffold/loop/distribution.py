@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...backend.distributed import DistributedBackend, backend_for
-from ...dataflows import ArrayFlow, DataFlow, MapperFlow, ShardedFlow, split_batch
+from ...dataflows import ArrayFlow, DataFlow, ShardedFlow, split_batch
 from ...utils.validation import check_positive_int, short_repr
 from ..event_keys import EventKeys
 from ..metrics.values import to_float
@@ -342,11 +342,10 @@ class LoopDistribution:
 
 def _is_sharded(flow: Any) -> bool:
     """Whether `flow` is a ShardedFlow, or made from one by ``map``/``threaded``."""
-    seen = 0
-    while flow is not None and seen < 64:
+    for _ in range(64):
         if isinstance(flow, ShardedFlow):
             return True
-        flow = getattr(flow, 'source', None) if isinstance(flow, MapperFlow) else \
-            getattr(flow, '_source', None)
-        seen += 1
+        flow = getattr(flow, 'source', None)
+        if not isinstance(flow, DataFlow):
+            return False
     return False
