@@ -6,6 +6,7 @@ start together (they are mostly TensorFlow's start-up and the workers'
 handshake) and each is bounded by a timeout; the tests then read what the
 runs printed and wrote:
 
+* without a strategy (``--strategy none``) the same training code trains;
 * two workers (``MultiWorkerMirroredStrategy``) and two replicas in one
   process (``MirroredStrategy`` on two logical CPUs) end with the weights of
   one replica training on the same global batches, to 1e-5 (the gradients
@@ -106,6 +107,8 @@ def runs(tmp_path_factory):
     """Every run of the module, started together; ``{name: (Run, run folder)}``."""
     tmp = tmp_path_factory.mktemp('digits')
     specs = {
+        # no strategy at all: the same training code on TensorFlow's default strategy
+        'none': ([str(EXAMPLE), '--strategy', 'none'], tmp / 'none'),
         # one replica: the reference
         'one': ([str(EXAMPLE), '--strategy', 'mirrored', '--replicas', '1'], tmp / 'one'),
         'mirrored': ([str(EXAMPLE), '--strategy', 'mirrored', '--replicas', '2'],
@@ -124,7 +127,7 @@ def runs(tmp_path_factory):
     started = {}
     try:
         for name, (args, folder) in specs.items():
-            if name in ('one', 'mirrored', 'killed'):
+            if name in ('none', 'one', 'mirrored', 'killed'):
                 args = [*args, '--output-dir', str(folder)]
             started[name] = (Run([*args, *COMMON]), folder)
         yield started
@@ -153,6 +156,17 @@ def epoch_lines(lines: list[str]) -> list[str]:
 
 
 # ------------------------------------------------------------------- tests
+def test_the_same_code_trains_without_a_strategy(runs):
+    none, folder = finished(runs, 'none')
+    assert len(epoch_lines(none.lines())) == EPOCHS, none.report()
+    result = json.loads((folder / 'result.json').read_text())
+    assert (result['strategy'], result['replicas']) == ('none', 1)
+    # the default strategy does not shard: the last, smaller batch is dropped by the flow
+    assert result['steps_run'] == EPOCHS * STEPS_PER_EPOCH
+    assert result['test_accuracy'] > 0.7, result
+    assert len(weights(folder)) == 6   # kernels and biases of the three layers
+
+
 @pytest.mark.parametrize('name', ['two', 'mirrored'])
 def test_two_replicas_reach_the_weights_of_one_with_the_same_global_batch(runs, name):
     one, one_folder = finished(runs, 'one')
