@@ -42,7 +42,7 @@ def make_parser(example, description, epochs=20):
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.set_defaults(example=example)
-    parser.add_argument('--epochs', type=positive_int, default=epochs,
+    parser.add_argument('--epochs', '--max-epoch', type=positive_int, default=epochs,
                         help='maximum number of epochs')
     parser.add_argument('--batch-size', type=positive_int, default=32,
                         help='training batch size')
@@ -58,8 +58,11 @@ def make_parser(example, description, epochs=20):
     return parser
 
 
-def start(parser, argv=None):
+def start(parser, argv=None, create_output_dir=True):
     """Parse the flags, seed everything, create the run folder and load the data.
+
+    With `create_output_dir` false the run folder is not created (by the
+    processes of a distributed job that write nothing).
 
     The seed goes to Python's, numpy's and TensorFlow's generators (in graph
     mode to the default graph).  ``args.checkpoint_dir`` and
@@ -75,7 +78,8 @@ def start(parser, argv=None):
     if args.patience < 0:
         parser.error('--patience must be 0 (off) or more')
     keras.utils.set_random_seed(args.seed)
-    os.makedirs(args.output_dir, exist_ok=True)
+    if create_output_dir:
+        os.makedirs(args.output_dir, exist_ok=True)
     args.checkpoint_dir = os.path.join(args.output_dir, 'checkpoints')
     args.summary_dir = os.path.join(args.output_dir, 'tensorboard')
     return (args, *load_data(args.seed))
@@ -160,18 +164,19 @@ def keras_eval_step(model):
 
 
 # ---------------------------------------------------------------- results
-def finish(args, loop, batch_fn, x_test, y_test):
+def finish(args, loop, batch_fn, x_test, y_test, extra=None):
     """Evaluate on the test set, print the accuracy and write ``result.json``.
 
     `loop` is the finished TrainLoop (the epochs and steps it ran and its best
     validation loss go into the file too); `batch_fn` is as for
-    :func:`evaluate`.  Returns 0, the exit status.
+    :func:`evaluate`; `extra` holds more entries for the file.  Returns 0,
+    the exit status.
     """
     _, test_acc = evaluate(batch_fn, x_test, y_test)
     print(f'test accuracy: {test_acc:.4f}')
     result = {'example': args.example, 'test_accuracy': test_acc, 'epochs': args.epochs,
               'seed': args.seed, 'epochs_run': loop.epoch, 'steps_run': loop.step,
-              'best_valid_loss': loop.best_valid_metric}
+              'best_valid_loss': loop.best_valid_metric, **(extra or {})}
     path = os.path.join(args.output_dir, 'result.json')
     with open(path, 'w') as f:
         json.dump(result, f, indent=2)

@@ -118,6 +118,39 @@ def test_bench_mlflow_quick_run_prints_the_table(tmp_path):
     assert all(r['unit'] == 'µs/step' and r['value'] > 0 for r in rows), rows
 
 
+DISTRIBUTED_SCRIPT = SCRIPT.parent / 'bench_distributed.py'
+
+
+@pytest.mark.distributed
+def test_bench_distributed_quick_run_prints_the_tables(tmp_path):
+    env = dict(os.environ, PYTHONIOENCODING='utf-8', CUDA_VISIBLE_DEVICES='')
+    env.pop('TF_CONFIG', None)
+    root = str(DISTRIBUTED_SCRIPT.parents[1])
+    env['PYTHONPATH'] = os.pathsep.join([root, env.get('PYTHONPATH', '')])
+    rows_path = tmp_path / 'rows.json'
+    proc = subprocess.run(
+        [sys.executable, str(DISTRIBUTED_SCRIPT), '--quick', '--table-json', str(rows_path)],
+        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding='utf-8',
+        timeout=300)
+    assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}'
+
+    out = proc.stdout
+    assert 'TensorFlow' in out and 'CPU' in out
+    summary = out[out.index('Summary'):]
+    for case in ('Mirrored, 2 logical CPUs', 'MultiWorkerMirrored, 2 workers [worker 0]',
+                 'MultiWorkerMirrored, 2 workers [worker 1]'):
+        line = next((x for x in summary.splitlines() if x.startswith(case)), None)
+        assert line is not None, f'no row for {case!r} in:\n{summary}'
+        assert line.rstrip().endswith(('yes', 'no')), line
+    rows = {r['case']: r for r in json.loads(rows_path.read_text(encoding='utf-8'))}
+    assert sorted(rows) == sorted([
+        'Mirrored, 2 logical CPUs', 'MultiWorkerMirrored, 2 workers [worker 0]',
+        'Mirrored, no-op step: data + metrics per step', 'launcher start-up, 2 trivial workers', 'launch until MWMS strategy ready',
+        'digits MLP, bare loop, 2 workers vs 1'])
+    for row in rows.values():
+        assert row['value'] > 0 and row['baseline_value'] > 0, row
+
+
 # ------------------------------------------------- the shared helper, _bench.py
 @pytest.fixture(scope='module')
 def bench():

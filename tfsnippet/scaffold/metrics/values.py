@@ -125,6 +125,8 @@ def to_float(name: str, value: Any) -> float:
         return value
     if isinstance(value, tf.Tensor):
         value = value.numpy()
+    elif hasattr(value, 'host_value'):   # a kept per-replica or remote value (backend)
+        value = value.host_value()
     try:
         return float(np.mean(value))
     except (TypeError, ValueError) as e:
