@@ -228,8 +228,8 @@ def test_multi_worker_statistics_equal_one_process_with_all_values(workers):
 
 def test_multi_worker_one_all_reduce_once_names_are_agreed(workers):
     for w in workers:
-        # new names: one all-reduce finds out, two agree on the names, one reduces
-        assert w['first_collectives'] == 4
+        # the first call: two all-reduces agree on the names, one reduces
+        assert w['first_collectives'] == 3
         assert w['second_collectives'] == 1
         assert w['third_collectives'] == 1
 
@@ -453,6 +453,35 @@ def test_reducer_new_metric_later_is_agreed_again():
 
     results, _ = ThreadCluster(2).run(program)
     assert results == [({'a': (2, 0.5), 'b': (1, 5.)}, 4)] * 2
+
+
+def test_reducer_sums_extra_values_in_the_same_all_reduce():
+    def program(reducer):
+        me = reducer.worker_index
+        calls = []
+        for extra in ([1. if me == 1 else 0., 2. * me], [0., 0.5]):
+            mark = reducer.collectives
+            got, total = reducer.reduce_statistics_and_sum(
+                {'loss': stats_of([float(me), 3.])}, np.array(extra))
+            calls.append((got['loss'].counter, float(got['loss'].mean), total.tolist(),
+                          reducer.collectives - mark))
+        # nothing to merge, still the sum of the extra values
+        got, total = reducer.reduce_statistics_and_sum({}, np.array([me + 1.]))
+        calls.append((list(got), total.tolist()))
+        return calls
+
+    results, _ = ThreadCluster(3).run(program)
+    mean = np.mean([0., 3., 1., 3., 2., 3.])
+    assert results == [[(6, mean, [1., 6.], 3), (6, mean, [0., 1.5], 1), ([], [6.])]] * 3
+
+
+def test_reducer_extra_values_on_one_worker_and_bad_extra():
+    reducer = CrossWorkerReducer(lambda a: a, 1, 0)
+    stats = {'loss': stats_of([1.])}
+    got, total = reducer.reduce_statistics_and_sum(stats, np.array([1, 2]))
+    assert got is stats and total.dtype == np.float64 and total.tolist() == [1., 2.]
+    with pytest.raises(ValueError, match=re.escape('`extra` must be a 1-d array, got shape ()')):
+        reducer.reduce_statistics_and_sum(stats, np.array(1.))
 
 
 def test_reducer_shape_conflict_raises_everywhere():

@@ -180,8 +180,9 @@ def test_multi_worker_summaries_hold_the_merged_statistics(workers, mirrored, ch
 
 def test_multi_worker_stop_on_one_worker_ends_both_at_the_same_step(workers):
     chief, other = workers
-    # worker 1 asks at step 7; the sync point every 2 steps agrees at step 8
-    assert chief['stop'][0] == other['stop'][0] == 8
+    # worker 1 asks at step 7; the sync point 2 steps after that of the end of epoch 1
+    # (step 5) agrees at step 7
+    assert chief['stop'][0] == other['stop'][0] == 7
     assert other['stop'][1] == 'asked on worker 1'
     assert chief['stop'][1] == 'stop requested by another worker'
     # the validation metric is averaged over the workers: one decision, one restore
@@ -189,6 +190,30 @@ def test_multi_worker_stop_on_one_worker_ends_both_at_the_same_step(workers):
     assert chief['stop_weights'] == other['stop_weights']
     assert chief['stop_lines'][:2] == other['stop_lines'][:2]
     assert 'valid loss: 1.125' in chief['stop_lines'][1]
+
+
+def test_multi_worker_epoch_print_carries_the_sync_point(workers):
+    # 5 steps an epoch, one print at its end: the sync point of the epoch rides on the
+    # print's all-reduce (the first epoch spends two more agreeing on the metric names)
+    for worker in workers:
+        assert worker['counted'] == [3, 1, 1]
+        # a sync point every 2 steps since the last one: steps 2 and 4, then the
+        # print at 5; 7 and 9, then 10; ... (no second one at the end of the epoch)
+        assert worker['counted2'] == [5, 3, 3]
+
+
+def test_multi_worker_stop_around_the_epoch_print(workers):
+    chief, other = workers
+    # asked on worker 1 before the print of epoch 2: agreed by that print, both end there
+    assert chief['stop_before_print'][:2] == other['stop_before_print'][:2] == [2, 10]
+    assert other['stop_before_print'][2] == 'asked before the print'
+    assert chief['stop_before_print'][2] == 'stop requested by another worker'
+    # asked after the print of epoch 1: waits for the next sync point, the end of epoch 2
+    assert chief['stop_after_print'][:2] == other['stop_after_print'][:2] == [2, 10]
+    assert other['stop_after_print'][2] == 'asked after the print'
+    assert chief['stop_after_print'][2] == 'stop requested by another worker'
+    for worker in workers:   # no collective of its own for the stop
+        assert worker['stop_before_print'][3] == worker['stop_after_print'][3] == [3, 1]
 
 
 def test_multi_worker_resume_mid_epoch_continues_exactly(workers):
@@ -221,9 +246,11 @@ def test_parameter_server_without_coordinator(ps):
 
 def test_multi_worker_time_schedule_reads_the_chief_clock(workers):
     # the workers' clocks advance 4 s and 7 s a step; `checkpoint_secs=10` reads the
-    # chief's, agreed every 2 steps: the same saves on both (10 is the save at the end)
+    # chief's, agreed at the sync points (steps 2, 4, the print of step 5, 7, 9, ...;
+    # a save sees the clock agreed at the step before): the same saves on both, 5 (at
+    # 16 s), 8 (28 s); 10 is the save at the end
     chief, other = workers
-    assert chief['timed_save_steps'] == other['timed_save_steps'] == [5, 9, 10]
+    assert chief['timed_save_steps'] == other['timed_save_steps'] == [5, 8, 10]
 
 
 def test_multi_worker_preemption_of_one_worker_stops_both(workers):

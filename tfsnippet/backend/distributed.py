@@ -288,10 +288,10 @@ class DistributedBackend:
         (True, 1, 1)
 
     .. note::
-        :meth:`reduce_statistics`, :meth:`agree_any`,
-        :meth:`broadcast_from_chief` and :meth:`barrier` are collectives
-        under multi-worker training: every worker must call them at the same
-        step, in the same order, or the job hangs.
+        :meth:`reduce_statistics`, :meth:`reduce_statistics_and_sum`,
+        :meth:`agree_any`, :meth:`broadcast_from_chief` and :meth:`barrier`
+        are collectives under multi-worker training: every worker must call
+        them at the same step, in the same order, or the job hangs.
     """
 
     def __init__(self, strategy: Any, coordinator: Any = None):
@@ -461,8 +461,8 @@ class DistributedBackend:
         one all-reduce, so every worker gets the statistics one process
         would have collected from the values of all workers.  A metric
         missing on some workers is taken from the others; the first call
-        that meets a new metric name spends two more all-reduces agreeing on
-        the names.  With one worker, `stats` is returned as it is.
+        spends two more all-reduces agreeing on the names, and a later one
+        that meets a new metric name three more.  With one worker, `stats` is returned as it is.
 
         .. note::
             The count is that of all workers' values, and the spread is
@@ -476,6 +476,20 @@ class DistributedBackend:
             ValueError: A metric has different shapes on different workers.
         """
         return self._reducer.reduce_statistics(stats)
+
+    def reduce_statistics_and_sum(self, stats: Mapping[str, StatisticsCollector],
+                                  extra: Any) -> tuple[dict[str, StatisticsCollector], np.ndarray]:
+        """:meth:`reduce_statistics`, and the element-wise sum of the 1-d array
+        `extra` over the workers, carried by the same all-reduce (a collective).
+
+        The training loop folds a sync point into the all-reduce of an
+        epoch's ``print_logs`` this way.  With one worker, `stats` and
+        `extra` (as float64) are returned as they are.
+
+        Raises:
+            ValueError: As :meth:`reduce_statistics`, or `extra` is not 1-d.
+        """
+        return self._reducer.reduce_statistics_and_sum(stats, np.asarray(extra, np.float64))
 
     def agree_any(self, flag: bool) -> bool:
         """Whether any worker passes ``True`` (one all-reduce; use at step boundaries).

@@ -23,10 +23,12 @@ class CrossWorkerReducer:
     Every method is a *collective*: every worker must call it, at the same
     point of its program and with arguments of the same kind, or the job
     hangs.  Each call issues exactly one all-reduce (a sum of float64 arrays
-    of the same shape on every worker), except the first
-    :meth:`reduce_statistics` that meets a metric name (or shape) not seen
-    before on some worker: that call issues three (two to agree on the names,
-    then the reduction), and later calls are back to one.  On a job of one
+    of the same shape on every worker), except that the first
+    :meth:`reduce_statistics` (or :meth:`reduce_statistics_and_sum`) issues
+    three (two to agree on the metric names, then the reduction), and a
+    later one that meets a metric name (or shape) not seen before on some
+    worker four (the same after finding that out); later calls are back to
+    one.  On a job of one
     worker nothing is communicated at all.
 
     The communication itself is the `all_reduce_sum` function handed in,
@@ -61,6 +63,7 @@ class CrossWorkerReducer:
         self._collectives = 0
         # the metrics every worker agreed on: name -> shape, in sorted name order
         self._layout: dict[str, tuple[int, ...]] = {}
+        self._names_agreed = False
 
     @property
     def num_workers(self) -> int:
@@ -150,6 +153,26 @@ class CrossWorkerReducer:
             ValueError: A metric has different shapes on different workers
                 (raised on every worker).
         """
+        return self.reduce_statistics_and_sum(stats, np.zeros([0]))[0]
+
+    def reduce_statistics_and_sum(self, stats: Mapping[str, StatisticsCollector],
+                                  extra: np.ndarray
+                                  ) -> tuple[dict[str, StatisticsCollector], np.ndarray]:
+        """:meth:`reduce_statistics`, and the element-wise sum of `extra` over the
+        workers, in the same all-reduce (e.g. the flags of a sync point).
+
+        Args:
+            stats: As :meth:`reduce_statistics`.
+            extra: A 1-d array (float64) of the same length on every worker.
+
+        Returns:
+            The merged collectors, and the sum of `extra` (`extra` itself, as
+            float64, on one worker).
+
+        Raises:
+            TypeError: As :meth:`reduce_statistics`.
+            ValueError: As :meth:`reduce_statistics`, or `extra` is not 1-d.
+        """
         if not isinstance(stats, Mapping):
             raise TypeError(f'`stats` must be a dict of StatisticsCollector, '
                             f'got {short_repr(stats)}')
@@ -157,23 +180,36 @@ class CrossWorkerReducer:
             if not isinstance(name, str) or not isinstance(c, StatisticsCollector):
                 raise TypeError(f'`stats` must map metric names (str) to StatisticsCollector, '
                                 f'got {name!r}: {short_repr(c)}')
+        extra = np.asarray(extra, dtype=np.float64)
+        if extra.ndim != 1:
+            raise ValueError(f'`extra` must be a 1-d array, got shape {extra.shape}')
         if self._num_workers == 1:
-            return stats if isinstance(stats, dict) else dict(stats)
+            return (stats if isinstance(stats, dict) else dict(stats)), extra
         present = {name: c.shape for name, c in stats.items() if c.counter}
-        layout = self._layout
-        unknown = any(layout.get(name) != shape for name, shape in present.items())
-        totals = self.all_reduce_sum(self._pack(stats, 1. if unknown else 0.))
-        if totals[0] > 0.:   # some worker met a new metric: agree on the names, then reduce
+        if not self._names_agreed:   # the first call: agree on the names, then reduce
             self._agree_on_layout(present)
-            totals = self.all_reduce_sum(self._pack(stats, 0.))
-        return self._unpack(totals, stats)
+            self._names_agreed = True
+            totals = self.all_reduce_sum(self._pack(stats, 0., extra))
+        else:
+            layout = self._layout
+            unknown = any(layout.get(name) != shape for name, shape in present.items())
+            totals = self.all_reduce_sum(self._pack(stats, 1. if unknown else 0., extra))
+            if totals[0] > 0.:   # some worker met a new metric: agree again, then reduce
+                self._agree_on_layout(present)
+                totals = self.all_reduce_sum(self._pack(stats, 0., extra))
+        n = totals.shape[0] - extra.shape[0]
+        return self._unpack(totals[:n], stats), totals[n:]
 
-    def _pack(self, stats: Mapping[str, StatisticsCollector], flag: float) -> np.ndarray:
+    def _pack(self, stats: Mapping[str, StatisticsCollector], flag: float,
+              extra: np.ndarray) -> np.ndarray:
         """``[flag]``, then for each metric of the layout ``[count, weight]``, the
-        weighted mean times the weight, and E[X**2] times the weight (both flattened)."""
+        weighted mean times the weight, and E[X**2] times the weight (both
+        flattened), then `extra`."""
         sizes = [math.prod(shape) for shape in self._layout.values()]
-        out = np.zeros(1 + sum(2 + 2 * k for k in sizes), dtype=np.float64)
+        out = np.zeros(1 + sum(2 + 2 * k for k in sizes) + extra.shape[0], dtype=np.float64)
         out[0] = flag
+        if extra.shape[0]:
+            out[-extra.shape[0]:] = extra
         pos = 1
         for (name, shape), k in zip(self._layout.items(), sizes):
             c = stats.get(name)

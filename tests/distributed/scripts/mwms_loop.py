@@ -5,7 +5,9 @@ Argument: a directory the workers share.  Scenarios, one after the other:
 builtin ``print``, checkpoints and summaries on), ``stop`` (a stop requested
 on worker 1 only; early stopping on a validation metric that differs per
 worker), ``full`` / ``cut`` / ``resumed`` (an uninterrupted run, one
-interrupted mid-epoch on both workers, and its resumption).
+interrupted mid-epoch on both workers, and its resumption), ``counted``
+(the collectives of each epoch), ``stop_before_print`` /
+``stop_after_print`` (a stop asked on worker 1 around an epoch's print).
 """
 
 from __future__ import annotations
@@ -84,16 +86,19 @@ class Job:
         return [w.ravel().tolist() for w in self.model.get_weights()]
 
     def train(self, name, max_epoch, shuffle=False, interrupt_at=None, stop_at=None,
-              valid=None, signal_at=None, tick=None, **kwargs):
+              valid=None, signal_at=None, tick=None, sync_steps=2, stop_before_print=None,
+              stop_after_print=None, counts=None, **kwargs):
         flow = DataFlow.arrays([x, y], GLOBAL_BATCH, shuffle=shuffle, random_state=3)
         seen = []
         with spt.TrainLoop(self.model.trainable_variables, max_epoch=max_epoch, show_eta=False,
                            checkpoint_dir=os.path.join(root, name),
                            checkpoint_save_objects={'optimizer': self.optimizer},
                            strategy=strategy, **kwargs) as loop:
-            loop.distribution.sync_steps = 2
+            loop.distribution.sync_steps = sync_steps
             me = loop.backend.worker_index
             for epoch in loop.iter_epochs():
+                if counts is not None:
+                    counts.append(loop.backend.collectives)
                 for step, batch in loop.iter_steps(flow):
                     seen.append(batch[0].values[0].numpy()[:, 0].tolist())
                     loss, hits = self.step(*batch)
@@ -108,7 +113,13 @@ class Job:
                         tick()
                 if valid is not None:
                     loop.collect_metrics(valid_loss=valid[epoch - 1] + 0.25 * me)
+                if epoch == stop_before_print and me == 1:
+                    loop.request_stop('asked before the print')
                 loop.print_logs()
+                if epoch == stop_after_print and me == 1:
+                    loop.request_stop('asked after the print')
+            if counts is not None:
+                counts.append(loop.backend.collectives)
         return loop, seen
 
 
@@ -140,6 +151,21 @@ job = Job()
 _, out['resumed_seen'] = job.train('cut', 3, shuffle=True, checkpoint_step_freq=3)
 out['resumed_weights'] = job.weights()
 out['writes'] = writes[0]
+
+# the collectives of each epoch (the first agrees on the metric names), with the
+# default sync_steps (5 steps an epoch) and with a sync point every 2 steps
+for name, sync_steps in (('counted', 100), ('counted2', 2)):
+    counts = []
+    Job().train(name, 3, sync_steps=sync_steps, counts=counts)
+    out[name] = np.diff(counts).tolist()
+
+# a stop asked on worker 1 before the print of epoch 2: both stop at its end; one
+# asked after the print of epoch 1 waits for the end of epoch 2 (the next sync point)
+for name in ('stop_before_print', 'stop_after_print'):
+    counts = []
+    loop, _ = Job().train(name, 4, sync_steps=100, counts=counts,
+                          **{name: 2 if name == 'stop_before_print' else 1})
+    out[name] = [loop.epoch, loop.step, loop.stop_reason, np.diff(counts).tolist()]
 
 # a loss guard and reduce-on-plateau on a validation metric that differs per worker
 job = Job()

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from ...backend.distributed import DistributedBackend, backend_for
 from ...dataflows import ArrayFlow, DataFlow, ShardedFlow, split_batch
+from ...utils.statistics import StatisticsCollector
 from ...utils.validation import check_positive_int, short_repr
 from ..event_keys import EventKeys
 from ..metrics.values import to_float
@@ -121,10 +122,22 @@ class LoopDistribution:
       ``print_logs``), averages a watched metric (the validation metric,
       a loss guard's) across the workers when it is read, so early stopping,
       reduce-on-plateau and loss guards decide alike everywhere, and holds a
-      **sync point** at the end of each epoch and every :attr:`sync_steps`
-      steps: one all-reduce that agrees on a stop requested on any worker
+      **sync point** at the end of each epoch and whenever :attr:`sync_steps`
+      steps have run since the last one: one all-reduce that agrees on a
+      stop requested on any worker
       (:meth:`~tfsnippet.TrainLoop.request_stop`), a preemption signal
       received by any worker, and the chief's clock.
+
+    The sync point of an epoch rides on the all-reduce of the epoch's
+    ``print_logs`` (one called outside the step loop), so an epoch that
+    prints its statistics costs one collective, like a hand-written loop
+    that prints a mean loss: what that print agreed on is applied at the end
+    of the epoch (``AFTER_EPOCH``, where a preemption is raised), unless a
+    step ran in between; without such a print, the end of the epoch holds
+    its own sync point, unless one was held at that step already.  A stop
+    requested (or a signal received) after the epoch's print therefore
+    waits for the next sync point: :attr:`sync_steps` steps into the next
+    epoch, or its end.
 
     Every worker must run the same loop: the same data sizes, and
     ``print_logs`` and ``collect_metrics`` of a watched metric at the same
@@ -159,6 +172,9 @@ class LoopDistribution:
         self._now = 0.
         self._detached = False
         self._sync_steps = self.DEFAULT_SYNC_STEPS
+        self._synced_step = -1   # the step of the last sync point
+        # a sync point folded into an epoch's print: (step, summed sync vector), to apply
+        self._agreed: tuple[int, np.ndarray] | None = None
         console = loop.console
         self._print_func = console.print_func
         if not backend.is_chief and console.print_func is builtins.print:
@@ -167,12 +183,12 @@ class LoopDistribution:
         book.normalize = backend.normalize_metric
         if self._multi:
             book.read_watched = self._read_watched
-            loop._reduce_stats = backend.reduce_statistics
+            loop._reduce_stats = self._reduce_stats
             self._local_clock = loop._clock
             loop._schedule_clock = self.agreed_clock
             self._sync(loop)   # the chief's clock, before any schedule is reset
             loop.events.on(EventKeys.AFTER_STEP, self._after_step, owner=self)
-            loop.events.on(EventKeys.AFTER_EPOCH, self._sync, owner=self)
+            loop.events.on(EventKeys.AFTER_EPOCH, self._after_epoch, owner=self)
 
     @property
     def backend(self) -> DistributedBackend:
@@ -181,10 +197,12 @@ class LoopDistribution:
 
     @property
     def sync_steps(self) -> int:
-        """Steps between two sync points under multi-worker training (100; settable).
+        """The most steps between two sync points under multi-worker training (100; settable).
 
-        Each sync point is one all-reduce; a stop request or a time schedule
-        waits for the next one.
+        Each sync point is one all-reduce (except the one an epoch's print
+        carries); a stop request or a time schedule waits for the next one.
+        A sync point is held after the step that ends :attr:`sync_steps`
+        steps since the last one (the end of an epoch is one, too).
         """
         return self._sync_steps
 
@@ -234,18 +252,50 @@ class LoopDistribution:
         return float(total[0]) / self._backend.num_workers
 
     def _after_step(self, loop: TrainLoop) -> None:
-        if not loop.step % self._sync_steps:
+        if loop.step - self._synced_step >= self._sync_steps:
             self._sync(loop)
 
+    def _after_epoch(self, loop: TrainLoop) -> None:
+        # the sync point of the epoch: the one its print carried, else one of its own
+        agreed, self._agreed = self._agreed, None
+        if agreed is not None and agreed[0] == loop.step:
+            self._apply(loop, agreed[1])
+        elif self._synced_step != loop.step:
+            self._sync(loop)
+
+    def _reduce_stats(self, stats: dict[str, StatisticsCollector]
+                      ) -> dict[str, StatisticsCollector]:
+        """The statistics of ``print_logs`` merged across the workers (one all-reduce).
+
+        An epoch's print (outside the step loop) carries the sync vector in
+        the same all-reduce; its outcome is applied at ``AFTER_EPOCH``, if
+        no step ran in between.  Every worker prints at the same points, so
+        every worker takes the same path.
+        """
+        loop = self._loop
+        if loop.within_step:
+            return self._backend.reduce_statistics(stats)
+        merged, total = self._backend.reduce_statistics_and_sum(stats, self._sync_vector(loop))
+        self._agreed = (loop.step, total)
+        return merged
+
+    def _sync_vector(self, loop: TrainLoop) -> np.ndarray:
+        """This worker's part of a sync point: [stop here, preempted here, the chief's clock]."""
+        preempted_by = getattr(loop.component('checkpointer'), 'preempted_by', None)
+        return np.array([self._pending_stop is not None, preempted_by is not None,
+                         self._local_clock() if self._backend.is_chief else 0.],
+                        dtype=np.float64)
+
     def _sync(self, loop: TrainLoop) -> None:
-        """A sync point: one all-reduce of [stop here, preempted here, the chief's clock]."""
-        backend = self._backend
+        """A sync point: one all-reduce of the sync vector, then its outcome applied."""
+        self._apply(loop, self._backend.all_reduce_sum(self._sync_vector(loop)))
+
+    def _apply(self, loop: TrainLoop, total: np.ndarray) -> None:
+        """Act on a sync point's summed vector, the same on every worker."""
+        self._synced_step = loop.step
+        self._now = float(total[2])
         checkpointer = loop.component('checkpointer')
         preempted_by = getattr(checkpointer, 'preempted_by', None)
-        mine = np.array([self._pending_stop is not None, preempted_by is not None,
-                         self._local_clock() if backend.is_chief else 0.], dtype=np.float64)
-        total = backend.all_reduce_sum(mine)
-        self._now = float(total[2])
         if total[0] > 0.:
             reason = self._pending_stop or 'stop requested by another worker'
             self._pending_stop = None
