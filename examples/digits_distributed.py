@@ -164,8 +164,7 @@ def main(argv=None):
                 if step == crash_at:
                     os.kill(os.getpid(), signal.SIGKILL)
 
-            if coordinator is not None:   # ps: let the scheduled steps finish first
-                coordinator.join()
+            # under ps the step loop ends once the scheduled steps are done
             with loop.timeit('valid_time'):
                 valid_loss, valid_acc = evaluate(eval_step, x_valid, y_valid)
                 loop.collect_metrics(valid_loss=valid_loss, valid_acc=valid_acc)

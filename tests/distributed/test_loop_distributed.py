@@ -238,6 +238,12 @@ def test_parameter_server_remote_metrics_and_step_counter(ps):
     assert ps['is_chief'] is True
 
 
+def test_parameter_server_step_loop_waits_for_its_steps(ps):
+    # read right after each epoch's step loop: the variables hold all its updates
+    x = np.arange(12, dtype=np.float64)
+    assert ps['after_steps'] == [[4., x.sum()], [8., 2 * x.sum()]]
+
+
 def test_parameter_server_without_coordinator(ps):
     kind, message = ps['err_no_coordinator']
     assert kind == 'ValueError'

@@ -54,15 +54,19 @@ x = np.arange(12, dtype=np.float32)
 flow = DataFlow.arrays([x], 3)
 lines = []
 batches = []
+after_steps = []
 with spt.TrainLoop([total, count], max_epoch=2, print_func=lines.append, show_eta=False,
                    strategy=strategy, coordinator=coordinator) as loop:
     for epoch in loop.iter_epochs():
         for s, (bx,) in loop.iter_steps(flow):
             batches.append(bx.tolist())
             loop.collect_metrics(loss=coordinator.schedule(step, args=(bx,)))
+        # a validation right after the step loop: the scheduled steps are done
+        after_steps.append([float(count.numpy()), float(total.numpy())])
         loop.print_logs()
 out['lines'] = [line.split('; ', 2)[-1] for line in lines]
 out['step'] = loop.step
+out['after_steps'] = after_steps
 out['batches'] = batches
 out['count'] = float(count.numpy())
 out['total'] = float(total.numpy())

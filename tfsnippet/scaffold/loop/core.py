@@ -364,6 +364,8 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
                     not progress.epoch_resumed:
                 self._notice(progress.EMPTY_EPOCH.format(epoch=progress.epoch))
             progress.epoch_finished = True   # the step loop ran to its end
+            if self._dist is not None:
+                self._dist.steps_ended()
         finally:
             self._within_step = False
             self._step_start = self._step_data = None

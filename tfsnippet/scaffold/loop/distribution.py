@@ -156,8 +156,11 @@ class LoopDistribution:
     ``coordinator.schedule(step_fn, args=batch)``, or iterate a per-worker
     dataset of ``coordinator.create_per_worker_dataset`` yourself), the
     step counter is the loop's own (the coordinator's: asynchronous workers
-    lose updates of ``optimizer.iterations``), and a checkpoint waits for
-    the scheduled steps (``coordinator.join()``) before it is written.
+    lose updates of ``optimizer.iterations``); the end of a step loop (when
+    ``iter_steps`` runs out or stops, not when the code breaks out of it or
+    raises) and a checkpoint wait for the scheduled steps
+    (``coordinator.join()``), so a validation right after the step loop sees
+    the weights of the epoch.
     """
 
     #: The default of :attr:`sync_steps`.
@@ -302,6 +305,15 @@ class LoopDistribution:
             loop._stop_requested, loop._stop_reason = True, reason
         if total[1] > 0. and checkpointer is not None:
             checkpointer.preempt(loop, preempted_by or 'a signal to another worker')
+
+    def steps_ended(self) -> None:
+        """Called when a step loop of :meth:`~tfsnippet.TrainLoop.iter_steps` ends
+        normally: under a ``ParameterServerStrategy``, wait for the steps it
+        scheduled (``coordinator.join()``), so the code after the step loop
+        (a validation) sees the weights they trained."""
+        coordinator = self._backend.coordinator
+        if coordinator is not None:
+            coordinator.join()
 
     # ------------------------------------------------------------ data
     def distribute_data(self, data: Any) -> Any:
