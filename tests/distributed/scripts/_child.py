@@ -29,3 +29,32 @@ def report(result: dict[str, Any]) -> None:
     """Print the one ``RESULT`` line the test reads."""
     sys.stdout.write('RESULT ' + json.dumps(result) + '\n')
     sys.stdout.flush()
+
+
+def in_process_ps_strategy() -> tuple[Any, list[Any]]:
+    """A ``ParameterServerStrategy`` for this process as the chief, with two
+    workers and a parameter server running in this process on loopback ports:
+    ``(strategy, servers)``.  The servers never stop: end with ``os._exit``."""
+    import socket
+
+    import tensorflow as tf
+
+    sockets = [socket.socket() for _ in range(4)]   # bound, then released for the servers
+    for s in sockets:
+        s.bind(('127.0.0.1', 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    cluster = tf.train.ClusterSpec({
+        'chief': [f'127.0.0.1:{ports[0]}'],
+        'worker': [f'127.0.0.1:{ports[1]}', f'127.0.0.1:{ports[2]}'],
+        'ps': [f'127.0.0.1:{ports[3]}']})
+    # with the default thread pools (sized by the 2 cores), servers sharing one
+    # process deadlock as soon as a worker's step touches a variable on the ps
+    config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=8)
+    servers = [tf.distribute.Server(cluster, job_name=job, task_index=i, protocol='grpc',
+                                    config=config, start=True)
+               for job, i in (('worker', 0), ('worker', 1), ('ps', 0))]
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        cluster, task_type='chief', task_id=0, rpc_layer='grpc')
+    return tf.distribute.experimental.ParameterServerStrategy(resolver), servers

@@ -3,34 +3,14 @@
 from __future__ import annotations
 
 import os
-import socket
 
 import numpy as np
 import tensorflow as tf
-from _child import error_of, report
+from _child import error_of, in_process_ps_strategy, report
 
 from tfsnippet.backend import DistributedBackend, RemoteMetricValue, backend_for
 
-# ports for a chief, two workers and a parameter server; bound then released
-sockets = [socket.socket() for _ in range(4)]
-for s in sockets:
-    s.bind(('127.0.0.1', 0))
-ports = [s.getsockname()[1] for s in sockets]
-for s in sockets:
-    s.close()
-cluster = tf.train.ClusterSpec({
-    'chief': [f'127.0.0.1:{ports[0]}'],
-    'worker': [f'127.0.0.1:{ports[1]}', f'127.0.0.1:{ports[2]}'],
-    'ps': [f'127.0.0.1:{ports[3]}']})
-# with the default thread pools (sized by the 2 cores), servers sharing one
-# process deadlock as soon as a worker's step touches a variable on the ps
-config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=8)
-servers = [tf.distribute.Server(cluster, job_name=job, task_index=i, protocol='grpc',
-                                config=config, start=True)
-           for job, i in (('worker', 0), ('worker', 1), ('ps', 0))]
-resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-    cluster, task_type='chief', task_id=0, rpc_layer='grpc')
-strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+strategy, servers = in_process_ps_strategy()
 
 out: dict = {}
 out['err_no_coordinator'] = error_of(lambda: DistributedBackend(strategy))
