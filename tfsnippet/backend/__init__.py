@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from .distributed import (DistributedBackend, PendingValue, RemoteMetricValue, ReplicaValue,
                           backend_for, is_distributed_value, per_replica_error,
-                          to_host_values)
+                          replica_slice, to_host_values)
 from .reduction import CrossWorkerReducer
 
 __all__ = ['DistributedBackend', 'backend_for', 'PendingValue', 'ReplicaValue',
            'RemoteMetricValue', 'is_distributed_value', 'per_replica_error',
-           'CrossWorkerReducer', 'to_host_values']
+           'CrossWorkerReducer', 'to_host_values', 'replica_slice']

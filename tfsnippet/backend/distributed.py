@@ -14,7 +14,8 @@ from ..utils.validation import short_repr
 from .reduction import CrossWorkerReducer
 
 __all__ = ['DistributedBackend', 'backend_for', 'PendingValue', 'ReplicaValue',
-           'RemoteMetricValue', 'is_distributed_value', 'per_replica_error', 'to_host_values']
+           'RemoteMetricValue', 'is_distributed_value', 'per_replica_error', 'to_host_values',
+           'replica_slice']
 
 _REDUCE_MODES = ('mean', 'sum')
 _SHOWN_NAMES = 5   # variables named in an error message, at most
@@ -190,6 +191,12 @@ def _check_parts(name: str, parts: tuple[Any, ...]) -> None:
     for part in parts:
         if isinstance(part, tf.Tensor):
             if not hasattr(part, 'numpy'):
+                if not tf.executing_eagerly():
+                    raise TypeError(
+                        f'Metric `{name}` is a per-replica value of graph tensors '
+                        f'{short_repr(part)}: in graph mode collect numbers, the result of '
+                        f'`session.run(strategy.reduce(tf.distribute.ReduceOp.MEAN, value, '
+                        f'axis=None))`')
                 raise TypeError(
                     f'Metric `{name}` is a per-replica value of symbolic tensors '
                     f'{short_repr(part)}: return it from the `tf.function` and collect the '
@@ -210,6 +217,59 @@ def _check_parts(name: str, parts: tuple[Any, ...]) -> None:
                 f'Metric `{name}` has values of different shapes on the replicas: '
                 f'{[short_repr(p) for p in parts]}; return values of one shape from every '
                 f'replica')
+
+
+def replica_slice(*tensors: Any) -> Any:
+    """This replica's share of global-batch tensors, inside ``strategy.run``.
+
+    In graph mode (TF1 style) the global batch is fed to placeholders and
+    ``strategy.run(fn, args=(x, y))`` hands the whole of it to every
+    replica; ``x, y = replica_slice(x, y)`` in `fn` gives replica ``i`` of
+    ``n`` the rows ``[i * b // n, (i + 1) * b // n)`` of a batch of ``b``
+    rows (consecutive slices, as even as `b` allows), so the replicas
+    together see each row once.  Scale a summed loss by the global batch
+    size (``tf.shape(x)[0]`` before slicing), and the summed gradients are
+    those of the whole batch.  Works in an eager ``tf.function`` too, for a
+    tensor every replica got whole.
+
+    Args:
+        tensors: Tensors of one length along their first axis.
+
+    Returns:
+        The share of the one tensor, or a tuple of shares of several.
+
+    Raises:
+        RuntimeError: Not called in a replica context (inside ``strategy.run``).
+        TypeError: No tensor given.
+
+    Example:
+        >>> strategy = tf.distribute.OneDeviceStrategy('/cpu:0')
+        >>> strategy.run(lambda x: tf.reduce_sum(replica_slice(x)),
+        ...              args=(tf.constant([1., 2., 3.]),)).numpy()
+        np.float32(6.0)
+    """
+    if not tensors:
+        raise TypeError('`replica_slice()` needs at least one tensor, got none')
+    ctx = tf.distribute.get_replica_context()
+    if ctx is None:
+        raise RuntimeError(
+            '`replica_slice()` must be called inside the replica function of '
+            '`strategy.run(fn, args=...)`, where each replica takes its share; it was called '
+            'in a cross-replica context (`strategy.scope()` outside `strategy.run`)')
+    count = ctx.num_replicas_in_sync
+    index = ctx.replica_id_in_sync_group
+    out = []
+    for t in tensors:
+        t = tf.convert_to_tensor(t)
+        if count == 1:
+            out.append(t)
+            continue
+        rows = tf.shape(t, out_type=tf.int64)[0]
+        index64 = tf.cast(index, tf.int64)
+        start = index64 * rows // count
+        end = (index64 + 1) * rows // count
+        out.append(t[start:end])
+    return out[0] if len(out) == 1 else tuple(out)
 
 
 # -------------------------------------------------------------- the backend

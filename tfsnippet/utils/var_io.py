@@ -34,11 +34,15 @@ def read_variables(variables: Sequence[Any]) -> list[np.ndarray]:
     return list(get_default_session_or_error().run(tf_vars))
 
 
-def assign_variables(variables: Sequence[Any], values: Sequence[Any]) -> None:
+def assign_variables(variables: Sequence[Any], values: Sequence[Any],
+                     session: Any = None) -> None:
     """Assign `values` to `variables` (Keras variables through ``.value``).
 
     Graph mode feeds the values to the variables' initializers in one
-    ``session.run``, so it needs no new ops and works on a finalized graph.
+    ``session.run``, so it needs no new ops and works on a finalized graph
+    (a distributed variable, e.g. a ``MirroredVariable``, through the
+    initializer of each of its copies); `session` is the default session
+    if ``None``.
     """
     tf_vars = [as_tf_variable(v) for v in variables]
     if len(tf_vars) != len(values):
@@ -50,8 +54,19 @@ def assign_variables(variables: Sequence[Any], values: Sequence[Any]) -> None:
         for var, value in zip(tf_vars, values):
             var.assign(value)
         return
-    sess = get_default_session_or_error()
+    sess = session if session is not None else get_default_session_or_error()
     feed = {}
+    inits = []
     for var, value in zip(tf_vars, values):
-        feed[var.initializer.inputs[1]] = value
-    sess.run([v.initializer for v in tf_vars], feed_dict=feed)
+        for part in _copies(var):
+            feed[part.initializer.inputs[1]] = value
+            inits.append(part.initializer)
+    sess.run(inits, feed_dict=feed)
+
+
+def _copies(var: Any) -> list[Any]:
+    """The per-device copies of a distributed variable (their initializers take the
+    value), else ``[var]``."""
+    if isinstance(var, tf.distribute.DistributedValues):
+        return list(var.values)
+    return [var]

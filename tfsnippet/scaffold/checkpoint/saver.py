@@ -28,6 +28,7 @@ from ...utils.misc import warn_user
 from ...utils.session import get_default_session_or_error
 from ...utils.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
 from ...utils.validation import check_bool
+from ...utils.var_io import assign_variables
 from .io import AsyncCheckpointWriter, AsyncSaveStats, HostBuffers, write_bundle
 from .store import TMP_PREFIX as _TMP_PREFIX  # noqa: F401  (components.checkpointer uses it)
 from .store import CheckpointStore, check_step
@@ -291,6 +292,13 @@ class CheckpointSaver:
             return
         if self._graph_mode:
             self._get_saver(var_dict).restore(session, prefix)
+            # the saver restores the first copy of a distributed variable (a
+            # MirroredVariable's): give every copy that value
+            mirrored = [v for v in var_dict.values()
+                        if isinstance(v, tf.distribute.DistributedValues) and len(v.values) > 1]
+            if mirrored:
+                values = session.run([v.values[0] for v in mirrored])
+                assign_variables(mirrored, values, session=session)
             return
         names = list(var_dict)
         values = tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=names,

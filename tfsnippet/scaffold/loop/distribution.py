@@ -19,7 +19,7 @@ from ..metrics.values import to_float
 if TYPE_CHECKING:  # pragma: no cover
     from .core import TrainLoop
 
-__all__ = ['LoopDistribution', 'check_strategy_args', 'attach_distribution']
+__all__ = ['LoopDistribution', 'check_strategy_args', 'attach_distribution', 'check_graph_mode']
 
 _MAX_SEED = 2 ** 31 - 1
 
@@ -62,15 +62,55 @@ def attach_distribution(loop: TrainLoop, strategy: Any,
         ValueError: A ``ParameterServerStrategy`` without `coordinator`, or
             `param_vars` holding variables created outside the strategy's scope.
         TypeError: As :class:`~tfsnippet.backend.DistributedBackend`.
+        RuntimeError: Graph mode (TF1 style) with a ``ParameterServerStrategy``
+            or more than one worker (see :func:`check_graph_mode`).
     """
     backend = backend_for(strategy, coordinator)
     if backend is None:
         return None
+    check_graph_mode(backend)
     params = loop.param_vars
     if params:
         backend.check_variables_in_scope(params, 'param_vars')
     _build_optimizers(loop, backend)
     return LoopDistribution(loop, backend)
+
+
+def check_graph_mode(backend: DistributedBackend) -> None:
+    """Refuse, in graph mode (TF1 style), a strategy the loop cannot run there.
+
+    Graph mode supports the strategies of one process (``MirroredStrategy``,
+    ``OneDeviceStrategy``, a ``MultiWorkerMirroredStrategy`` of one worker):
+    the loop then needs no collective of its own.  A cluster needs the
+    loop's cross-worker all-reduces (eager ``strategy.reduce``) or, for a
+    ``ParameterServerStrategy``, a ``ClusterCoordinator``: both are eager only.
+
+    Raises:
+        RuntimeError: Not executing eagerly, with a ``ParameterServerStrategy``
+            or more than one worker.
+    """
+    if tf.executing_eagerly():
+        return
+    name = type(backend.strategy).__name__
+    if backend.coordinator is not None or isinstance(
+            backend.strategy, tf.distribute.experimental.ParameterServerStrategy):
+        name = 'ParameterServerStrategy'
+        raise RuntimeError(
+            f'A TrainLoop under a {name} cannot run in graph mode (TF1 style, '
+            f'`tf.compat.v1.Session`): the ClusterCoordinator schedules `tf.function`s '
+            f'eagerly only; run the loop in eager mode (do not call '
+            f'`tf.compat.v1.disable_eager_execution()` nor enter a `tf.Graph`) and schedule '
+            f'the step with `coordinator.schedule(train_step, args=...)`')
+    if isinstance(backend.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        name = 'MultiWorkerMirroredStrategy'
+    if backend.num_workers > 1:
+        raise RuntimeError(
+            f'A TrainLoop under a {name} of {backend.num_workers} workers cannot run in graph '
+            f'mode (TF1 style, `tf.compat.v1.Session`): the workers agree on metrics, stops '
+            f'and the clock with eager all-reduces; run the loop in eager mode (do not call '
+            f'`tf.compat.v1.disable_eager_execution()` nor enter a `tf.Graph`; step with a '
+            f'`tf.function` calling `strategy.run`), or use a MirroredStrategy of the devices '
+            f'of one process in graph mode')
 
 
 def _build_optimizers(loop: TrainLoop, backend: DistributedBackend) -> None:
@@ -332,8 +372,10 @@ class LoopDistribution:
           global batch); a distributed dataset and any other iterable pass
           unchanged.
         * Under a ``ParameterServerStrategy``, and in graph mode (feed the
-          global batch; the strategy splits it in the graph), everything
-          passes unchanged.
+          global batch to a placeholder; ``strategy.run`` hands it whole to
+          every replica, each takes its share with
+          :func:`~tfsnippet.backend.replica_slice`), everything passes
+          unchanged.
 
         Raises:
             ValueError: The flow is too small to give every worker a batch,
@@ -359,12 +401,7 @@ class LoopDistribution:
         workers, replicas = backend.num_workers, backend.num_replicas
         if isinstance(flow, ArrayFlow):
             size, length = flow.batch_size, flow.data_length
-            if size % replicas:
-                raise ValueError(
-                    f'The DataFlow given to `iter_steps()` has batches of {size} rows, which do '
-                    f'not divide among the {replicas} replicas of the strategy '
-                    f'({workers} worker(s)): use a global batch size that is a multiple of '
-                    f'{replicas}')
+            self._check_batch(flow)
             if length < size:
                 raise ValueError(
                     f'The DataFlow given to `iter_steps()` has {length} rows, less than one '
@@ -386,6 +423,17 @@ class LoopDistribution:
             return split_batch(strategy, arrays)
 
         return flow.map(split)
+
+    def _check_batch(self, flow: ArrayFlow) -> None:
+        """Check that the batches of `flow` divide among the replicas."""
+        workers, replicas = self._backend.num_workers, self._backend.num_replicas
+        size = flow.batch_size
+        if size % replicas:
+            raise ValueError(
+                f'The DataFlow given to `iter_steps()` has batches of {size} rows, which do '
+                f'not divide among the {replicas} replicas of the strategy '
+                f'({workers} worker(s)): use a global batch size that is a multiple of '
+                f'{replicas}')
 
     def _seed(self, flow: ArrayFlow) -> int:
         """The shuffling seed of a sharded flow: the saved one when resuming, else one
