@@ -191,7 +191,7 @@ def _check_parts(name: str, parts: tuple[Any, ...]) -> None:
     for part in parts:
         if isinstance(part, tf.Tensor):
             if not hasattr(part, 'numpy'):
-                if not tf.executing_eagerly():
+                if not tf.executing_eagerly() and not tf.inside_function():   # TF1 graph
                     raise TypeError(
                         f'Metric `{name}` is a per-replica value of graph tensors '
                         f'{short_repr(part)}: in graph mode collect numbers, the result of '
@@ -243,6 +243,8 @@ def replica_slice(*tensors: Any) -> Any:
         TypeError: No tensor given.
 
     Example:
+        >>> import tensorflow as tf
+        >>> from tfsnippet.backend import replica_slice
         >>> strategy = tf.distribute.OneDeviceStrategy('/cpu:0')
         >>> strategy.run(lambda x: tf.reduce_sum(replica_slice(x)),
         ...              args=(tf.constant([1., 2., 3.]),)).numpy()

@@ -39,7 +39,7 @@ class Job:
         self.strategy = strategy
         self.graph = tf.Graph()
         with self.graph.as_default():
-            scope = strategy.scope() if strategy is not None else tf.distribute.get_strategy().scope()
+            scope = (strategy or tf.distribute.get_strategy()).scope()
             with scope:
                 self.w = v1.get_variable('w', shape=[3, 1],
                                          initializer=v1.constant_initializer(.1))

@@ -191,6 +191,17 @@ class LoopDistribution:
     worker sees a time schedule due at the same step.  Timers and the ETA
     keep the local clock.
 
+    In graph mode (TF1 style, a ``tf.compat.v1.Session``) the loop runs
+    under the strategies of one process (``MirroredStrategy``,
+    ``OneDeviceStrategy``): the data of ``iter_steps`` is yielded
+    unchanged (feed the global batch; each replica takes its share with
+    :func:`~tfsnippet.backend.replica_slice`), the metrics are the numbers
+    ``session.run`` returns, and checkpoints and early stopping restore
+    every device's copy of a mirrored variable.  A
+    ``MultiWorkerMirroredStrategy`` of several workers and a
+    ``ParameterServerStrategy`` are refused at entry
+    (``check_graph_mode``): their loops need eager mode.
+
     Under a ``ParameterServerStrategy`` the loop runs on the coordinator:
     the data of ``iter_steps`` is yielded unchanged (schedule the step with
     ``coordinator.schedule(step_fn, args=batch)``, or iterate a per-worker
