@@ -180,28 +180,10 @@ def measure_graph(n_params: int, repeats: int, root: str) -> dict[str, Samples]:
 # ------------------------------------------------------------------ part 2
 def measure_mlp(epochs: int, repeats: int, root: str) -> dict[str, Samples]:
     """Seconds per step of a digits MLP in a TrainLoop: no checkpoints, sync, async."""
-    import keras
-    import tensorflow as tf
-
     import tfsnippet as spt
-    from bench_train_loop import load_digit_batches
+    from bench_train_loop import digits_eager_mlp
 
-    keras.utils.set_random_seed(0)
-    batches = [(tf.constant(x), tf.constant(y)) for x, y in load_digit_batches()]
-    model = keras.Sequential([keras.Input(shape=(64,)), keras.layers.Dense(128, activation='relu'),
-                              keras.layers.Dense(10)])
-    optimizer = keras.optimizers.Adam(1e-3)
-    optimizer.build(model.trainable_variables)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-    @tf.function(input_signature=[tf.TensorSpec([None, 64], tf.float32),
-                                  tf.TensorSpec([None], tf.int32)])
-    def train_step(x: Any, y: Any) -> Any:
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
-                                      model.trainable_variables))
-        return loss
+    batches, model, optimizer, train_step = digits_eager_mlp()
 
     runs_done = itertools.count()
 

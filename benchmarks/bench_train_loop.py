@@ -285,6 +285,35 @@ def bench_noop(case: str, value: Any, sizes: dict[str, int],
     return result
 
 
+def digits_eager_mlp() -> tuple[list[tuple[Any, Any]], Any, Any, Any]:
+    """The eager digits MLP (seeded): ``(batches as tensors, model, optimizer, train_step)``,
+    `train_step` a ``tf.function`` of a batch returning its loss."""
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    batches = [(tf.constant(x), tf.constant(y)) for x, y in load_digit_batches()]
+    model = keras.Sequential([
+        keras.Input(shape=(64,)),
+        keras.layers.Dense(HIDDEN_UNITS, activation='relu'),
+        keras.layers.Dense(10),
+    ])
+    optimizer = keras.optimizers.Adam(LEARNING_RATE)
+    optimizer.build(model.trainable_variables)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 64], tf.float32),
+                                  tf.TensorSpec([None], tf.int32)])
+    def train_step(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return batches, model, optimizer, train_step
+
+
 def load_digit_batches() -> list[tuple[Any, Any]]:
     """``load_digits`` scaled to [0, 1], shuffled once, sliced into batches of 64."""
     import numpy as np
@@ -353,7 +382,6 @@ def bench_training(case: str, step_fn: Callable[[Any, Any], Any], batches: list[
 
 # ---------------------------------------------------------------- the styles
 def run_eager(sizes: dict[str, int]) -> list[CaseResult]:
-    import keras
     import tensorflow as tf
 
     results = []
@@ -366,26 +394,7 @@ def run_eager(sizes: dict[str, int]) -> list[CaseResult]:
     print_details(r)
     results.append(r)
 
-    keras.utils.set_random_seed(0)
-    batches = [(tf.constant(x), tf.constant(y)) for x, y in load_digit_batches()]
-    model = keras.Sequential([
-        keras.Input(shape=(64,)),
-        keras.layers.Dense(HIDDEN_UNITS, activation='relu'),
-        keras.layers.Dense(10),
-    ])
-    optimizer = keras.optimizers.Adam(LEARNING_RATE)
-    optimizer.build(model.trainable_variables)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-    @tf.function(input_signature=[tf.TensorSpec([None, 64], tf.float32),
-                                  tf.TensorSpec([None], tf.int32)])
-    def train_step(x: Any, y: Any) -> Any:
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
+    batches, model, _, train_step = digits_eager_mlp()
     r = bench_training('MLP 64-128-10 on digits, tf.function [eager]', train_step, batches,
                        model.trainable_variables, sizes)
     print_details(r)

@@ -150,6 +150,22 @@ def batch_signature():
     return [tf.TensorSpec([None, N_FEATURES], tf.float32), tf.TensorSpec([None], tf.int32)]
 
 
+def keras_train_step(model, optimizer):
+    """A ``tf.function`` training `model` by `optimizer` on a batch ``(x, y)``,
+    returning its mean loss (the step ``digits_eager.py`` writes out)."""
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function(input_signature=batch_signature())
+    def train_step(x, y):
+        variables = model.trainable_variables
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+
+    return train_step
+
+
 def keras_eval_step(model):
     """A ``tf.function`` of a batch ``(x, y)`` returning its mean loss and accuracy."""
 

@@ -35,7 +35,7 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tfsnippet as spt  # noqa: E402
-from _digits import (batch_signature, evaluate, finish, keras_eval_step,  # noqa: E402
+from _digits import (evaluate, finish, keras_eval_step, keras_train_step,  # noqa: E402
                      keras_mlp, loop_options, make_parser, positive_int, start)
 
 EXAMPLE = 'digits_resume'
@@ -57,15 +57,7 @@ def main(argv=None):
     model = keras_mlp()
     optimizer = keras.optimizers.Adam(learning_rate=args.lr)
     optimizer.build(model.trainable_variables)  # its slots must exist to be restored
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-    @tf.function(input_signature=batch_signature())
-    def train_step(x, y):
-        variables = model.trainable_variables
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-        return loss
+    train_step = keras_train_step(model, optimizer)
 
     eval_step = keras_eval_step(model)
 

@@ -84,8 +84,7 @@ def train(argv):
     args, config_args = parser.parse_known_args(argv)
 
     import keras
-    import tensorflow as tf
-    from _digits import batch_signature, evaluate, keras_eval_step, keras_mlp, load_data
+    from _digits import evaluate, keras_eval_step, keras_mlp, keras_train_step, load_data
 
     mlflow = None
     if args.mlflow:
@@ -100,15 +99,7 @@ def train(argv):
         optimizer = keras.optimizers.Adam(learning_rate=config.optimizer.lr,
                                           beta_1=config.optimizer.beta_1)
         optimizer.build(model.trainable_variables)   # its slots must exist to be restored
-        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-        @tf.function(input_signature=batch_signature())
-        def train_step(x, y):
-            variables = model.trainable_variables
-            with tf.GradientTape() as tape:
-                loss = loss_fn(y, model(x, training=True))
-            optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-            return loss
+        train_step = keras_train_step(model, optimizer)
 
         eval_step = keras_eval_step(model)
         train_flow = spt.DataFlow.arrays([x_train, y_train], config.batch_size, shuffle=True,

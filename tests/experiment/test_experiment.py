@@ -293,6 +293,16 @@ def test_epochs_are_buffered_and_written_every_flush_secs_on_the_loops_clock(
     store.close()
 
 
+def test_a_loop_that_fails_to_be_made_leaves_the_run_checkpoint_dir_to_the_next(tmp_path):
+    v = tf.Variable(0.)
+    with spt.Experiment(RunConfig, root=tmp_path, name='retry', args=[], hparams=False) as exp:
+        with pytest.raises(ValueError, match='`early_stopping=True` needs a `valid_metric_name`'):
+            spt.TrainLoop([v], early_stopping=True, valid_metric_name=None)
+        with spt.TrainLoop([v], max_epoch=1, print_func=lambda s: None) as loop:
+            pass
+        assert loop.component('checkpointer').checkpoint_dir == exp.checkpoint_dir
+
+
 def test_epochs_without_a_printed_line_record_their_own_values(tmp_path, fake_clock):
     with spt.Experiment(RunConfig, root=tmp_path, name='quiet', args=['--max_epoch', '3'],
                         hparams=False) as exp:

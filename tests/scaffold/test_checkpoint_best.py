@@ -286,13 +286,16 @@ def test_store_pin_best_and_retention(tmp_path):
     assert store.pin_best(4, {'value': 0.25}) == str(tmp_path / ckpt(4))
     check_clean(tmp_path, [(ckpt(3), 'c'), (ckpt(4), 'd')])
     assert CheckpointStore(str(tmp_path)).best() == (str(tmp_path / ckpt(4)), {'value': 0.25})
-    # recovery keeps the pin; a same-step replacement keeps it too
+    # recovery keeps the pin; a same-step replacement with `best` keeps it too
     store.recover()
-    store.save(4, writer('D'))
+    store.save(4, writer('D'), best={'value': 0.25})
     assert store.best() == (str(tmp_path / ckpt(4)), {'value': 0.25})
     store.save(5, writer('e'))
     store.save(6, writer('f'))
     check_clean(tmp_path, [(ckpt(4), 'D'), (ckpt(5), 'e'), (ckpt(6), 'f')])
+    # replaced without `best` (a re-run of step 4 on other weights): no longer the best
+    store.save(4, writer('x'))
+    assert store.best() is None
 
 
 def test_store_pin_best_errors(tmp_path):

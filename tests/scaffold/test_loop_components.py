@@ -334,3 +334,40 @@ def test_the_loop_core_imports_no_feature_module():
                 not d.endswith('.base')}
     assert features == set()
     assert len((PACKAGE / 'scaffold' / 'loop' / 'core.py').read_text().splitlines()) <= 400
+
+
+class _Exits(spt.LoopComponent):
+    """Records its exit into `log`; raises `raises` from it."""
+
+    def __init__(self, name, log, raises=None):
+        self.name, self.log, self.raises = name, log, raises
+
+    @property
+    def state_key(self):
+        return self.name
+
+    def on_exit(self, loop, error):
+        self.log.append((self.name, type(error).__name__ if error else None))
+        if self.raises is not None:
+            raise self.raises
+
+
+def test_every_component_exits_when_one_fails_and_the_loops_own_error_is_kept():
+    log = []
+    loop = spt.TrainLoop(max_epoch=1, print_func=lambda s: None)
+    loop.add_component(_Exits('first', log))
+    loop.add_component(_Exits('failing', log, OSError('disk full')))
+    with pytest.raises(OSError, match='disk full'):   # the loop ended well: the failure shows
+        with loop:
+            pass
+    assert log == [('failing', None), ('first', None)]
+
+    log.clear()
+    loop = spt.TrainLoop(max_epoch=1, print_func=lambda s: None)
+    loop.add_component(_Exits('first', log))
+    loop.add_component(_Exits('failing', log, OSError('disk full')))
+    with pytest.warns(RuntimeWarning, match='_Exits failed to exit the loop: OSError: disk full'):
+        with pytest.raises(ZeroDivisionError):   # not replaced by the component's error
+            with loop:
+                1 / 0
+    assert log == [('failing', 'ZeroDivisionError'), ('first', 'ZeroDivisionError')]

@@ -5,6 +5,8 @@ The strategies themselves run in child processes: tests/distributed/test_loop_di
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -55,11 +57,15 @@ def test_reduce_is_checked_and_ignored_without_strategy():
         for _ in loop.iter_epochs():
             for _ in loop.iter_steps([1, 2]):
                 loop.collect_metrics(loss=2., reduce='sum')
-                loop.collect_metrics({'reduce': 1.}, reduce={'loss': 'mean'})
+                loop.collect_metrics({'reduce': 1.}, reduce={'reduce': 'mean'})
             with pytest.raises(ValueError, match=r"`reduce` must be 'mean', 'sum' or a dict "
                                                  r"\{metric name: 'mean' or 'sum'\}, got "
                                                  r"'median'"):
                 loop.collect_metrics(loss=1., reduce='median')
+            with pytest.raises(ValueError, match=re.escape(
+                    "`reduce` names metrics that are not collected here: ['n_corect']; the "
+                    "metrics are ['loss', 'n_correct']")):
+                loop.collect_metrics(loss=1., n_correct=3., reduce={'n_corect': 'sum'})
             loop.print_logs()
     assert lines[-1].endswith('loss: 2 (±0); reduce: 1 (±0)')
 

@@ -164,25 +164,35 @@ def is_distributed_value(value: Any) -> bool:
                               tf.distribute.experimental.coordinator.RemoteValue))
 
 
-def per_replica_error(name: str, value: Any) -> TypeError:
+def per_replica_error(name: str, value: Any, in_loop: bool = False) -> TypeError:
     """The error for a per-replica (or remote) value found where one number is expected.
 
-    Returns it, to be raised by the caller (``raise per_replica_error(...)``).
+    `in_loop`: `value` was collected as a metric by a loop that knows no
+    strategy (the advice is then to give it one).  Returns the error, to be
+    raised by the caller (``raise per_replica_error(...)``).
     """
-    if isinstance(value, tf.distribute.experimental.coordinator.RemoteValue):
-        return TypeError(
-            f'`{name}` is a RemoteValue (the result of a scheduled function), where a number '
-            f'is expected: '
-            f'collect it with `loop.collect_metrics()`, which fetches it when the logs are '
-            f'printed, or fetch it yourself with `coordinator.fetch(value)`')
-    parts = tuple(getattr(value, 'values', ()))
-    shown = short_repr(parts[0]) if parts else short_repr(value)
-    return TypeError(
-        f'`{name}` is a per-replica value ({type(value).__name__} of {len(parts)} replicas, '
-        f'each like {shown}), where a number is expected: collect it with '
-        f'`loop.collect_metrics()`, which reduces it across replicas when the logs are '
-        f'printed, or reduce it yourself with '
-        f'`strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)`')
+    remote = isinstance(value, tf.distribute.experimental.coordinator.RemoteValue)
+    if remote:
+        what = 'a RemoteValue (the result of `coordinator.schedule`)'
+        fix = 'fetch it yourself with `coordinator.fetch(value)`'
+        loop_fix = ('pass `strategy=` and `coordinator=` to the TrainLoop, which fetches it '
+                    'when the logs are printed')
+    else:
+        parts = tuple(getattr(value, 'values', ()))
+        shown = short_repr(parts[0]) if parts else short_repr(value)
+        what = f'a per-replica value ({type(value).__name__} of {len(parts)} replicas, ' \
+               f'each like {shown})'
+        fix = ('reduce it yourself with `strategy.reduce(tf.distribute.ReduceOp.MEAN, value, '
+               'axis=None)`')
+        loop_fix = ('pass `strategy=` to the TrainLoop (or enter `strategy.scope()` before the '
+                    'loop), which reduces it across replicas when the logs are printed')
+    if in_loop:
+        return TypeError(f'Metric `{name}` is {what}, but the loop has no tf.distribute '
+                         f'strategy: {loop_fix}, or {fix}')
+    return TypeError(f'`{name}` is {what}, where a number is expected: collect it with '
+                     f'`loop.collect_metrics()`, which '
+                     f'{"fetches it" if remote else "reduces it across replicas"} when the '
+                     f'logs are printed, or {fix}')
 
 
 def _check_parts(name: str, parts: tuple[Any, ...]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import math
 import numbers
@@ -25,7 +24,7 @@ from .config import (_all_paths, _is_config_class, _is_config_instance, config_f
                      config_to_dict, parse_config)
 from .mlflow_mirror import mlflow_mirror_of
 from .sinks import StoreSink, check_sinks, report_sink_error
-from .store import ResultsStore, flatten_config
+from .store import ResultsStore, _short, _suggest, flatten_config, write_json
 
 __all__ = ['Experiment', 'RunResults', 'current_experiment', 'PREEMPTED_EXIT_CODE',
            'CONFIG_FILE', 'RESULT_FILE', 'RUN_FILE', 'CONSOLE_FILE']
@@ -59,11 +58,6 @@ def current_experiment() -> Experiment[Any] | None:
     return _ACTIVE[-1] if _ACTIVE else None
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + '...'
-
-
 class RunResults(Mapping[str, float]):
     """The final results of an :class:`Experiment`'s run: read like a dict, written with
     :meth:`update` (each call records at once: store, ``result.json``, sinks)."""
@@ -89,7 +83,7 @@ class RunResults(Mapping[str, float]):
                 raise TypeError(f'Result names must be non-empty str, got {_short(name)}')
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise TypeError(f'`results[{name!r}]` must be a real number, got '
-                                f'{_short(value)} ({type(value).__name__})')
+                                f'{_short(value)}')
             checked[name] = float(value)
         self._experiment._record_results(checked)
         self._values.update(checked)
@@ -265,23 +259,24 @@ class Experiment(Generic[_C]):
                            ('stale_after', stale_after)):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f'`{arg}` must be a number of seconds, got {_short(value)}')
-            if not value >= 0 or (arg == 'heartbeat_secs' and value == 0):
+            if not (value >= 0 and math.isfinite(value)) or (arg == 'heartbeat_secs' and
+                                                              value == 0):
                 raise ValueError(f'`{arg}` must be {"> 0" if arg == "heartbeat_secs" else ">= 0"}'
                                  f', got {value!r}')
         self._sinks = check_sinks(sinks)
         mirror = mlflow_mirror_of(mlflow)
         if mirror is not None:
             self._sinks.append(mirror)
-        self._tee_wanted = bool(tee)
-        self._hparams_wanted = bool(hparams)
-        self._auto_checkpoint = bool(auto_checkpoint)
+        self._tee_wanted = _check_flag(tee, 'tee')
+        self._hparams_wanted = _check_flag(hparams, 'hparams')
+        self._auto_checkpoint = _check_flag(auto_checkpoint, 'auto_checkpoint')
         self.flush_secs = float(flush_secs)
         self._heartbeat_secs = float(heartbeat_secs)
         self._stale_after = float(stale_after)
         if is_chief is None:
             from ..distributed import cluster_info
             is_chief = cluster_info().is_chief
-        self._is_chief = bool(is_chief)
+        self._is_chief = _check_flag(is_chief, 'is_chief')
         self._root = os.path.abspath(os.fspath(root))
 
         argv = list(sys.argv[1:] if args is None else args)
@@ -432,9 +427,9 @@ class Experiment(Generic[_C]):
                              f'directory {self._run_dir!r} ({e.strerror or e})') from e
         try:
             config = config_to_dict(self._config)
-            _write_json(os.path.join(self._run_dir, CONFIG_FILE), config)
+            write_json(os.path.join(self._run_dir, CONFIG_FILE), config)
             self._info = self._collect_info()
-            _write_json(os.path.join(self._run_dir, RUN_FILE), self._info)
+            write_json(os.path.join(self._run_dir, RUN_FILE), self._info)
             if self._tee_wanted:
                 self._start_tee()
             if self._resumed:
@@ -473,7 +468,7 @@ class Experiment(Generic[_C]):
                 if exc is not None and status == 'failed':
                     self._info['error'] = f'{type(exc).__name__}: {exc}'
                 try:
-                    _write_json(os.path.join(self._run_dir, RUN_FILE), self._info)
+                    write_json(os.path.join(self._run_dir, RUN_FILE), self._info)
                 except OSError as e:   # never hide the exception leaving the block
                     warnings.warn(f'Could not write the final status of run {self._run_id!r} '
                                   f'into {RUN_FILE}: {e}', RuntimeWarning, stacklevel=3)
@@ -551,7 +546,7 @@ class Experiment(Generic[_C]):
                         merged = {**json.load(f), **merged}
                 except (OSError, ValueError):
                     pass
-            _write_json(path, {k: _json_float(v) for k, v in merged.items()})
+            write_json(path, {k: _json_float(v) for k, v in merged.items()})
 
     def heartbeat(self) -> None:
         """Show the store the run is alive (a background thread does it regularly)."""
@@ -563,12 +558,13 @@ class Experiment(Generic[_C]):
         while not self._heartbeat_stop.wait(self._heartbeat_secs):
             self.heartbeat()
 
-    def claim_checkpoint_dir(self) -> str | None:
+    def claim_checkpoint_dir(self, take: bool = True) -> str | None:
         """The checkpoint directory for the first TrainLoop made inside the block
-        (``None`` for later ones, or with ``auto_checkpoint=False``)."""
+        (``None`` for later ones, or with ``auto_checkpoint=False``); ``take=False``
+        only tells it, for a loop that may still fail to be made."""
         if not self._auto_checkpoint or self._checkpoint_dir_taken:
             return None
-        self._checkpoint_dir_taken = True
+        self._checkpoint_dir_taken = take
         return self.checkpoint_dir
 
     # ---------------------------------------------------------------- files
@@ -648,6 +644,12 @@ def _check_run_name(name: Any, what: str) -> None:
                          f'(not starting with "." or "-"), got {_short(name)}')
 
 
+def _check_flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f'`{name}` must be True or False, got {_short(value)}')
+    return value
+
+
 def _new_run_id() -> str:
     return f'{time.strftime("%Y%m%d-%H%M%S")}-{uuid.uuid4().hex[:6]}'
 
@@ -658,8 +660,7 @@ def _close_runs(root: str, run_id: str) -> str:
                 if os.path.isfile(os.path.join(root, d, CONFIG_FILE))]
     except OSError:
         return ''
-    close = difflib.get_close_matches(run_id, runs, n=3, cutoff=0.5)
-    return f'; close matches: {", ".join(close)}' if close else ''
+    return _suggest(run_id, runs)
 
 
 def _class_summary(cls: type) -> str | None:
@@ -717,15 +718,6 @@ def _paths(values: Mapping[str, Any], prefix: str = '') -> set[str]:
 
 def _json_float(value: float) -> float | str:
     return value if math.isfinite(value) else repr(value)
-
-
-def _write_json(path: str, data: Any) -> None:
-    """Write `data` as JSON atomically: a temporary file, then ``os.replace``."""
-    tmp = f'{path}.tmp-{os.getpid()}'
-    with open(tmp, 'w', encoding='utf-8') as f:
-        json.dump(data, f, indent=2, sort_keys=False, default=str)
-        f.write('\n')
-    os.replace(tmp, path)
 
 
 def _package_versions() -> dict[str, str | None]:

@@ -9,6 +9,7 @@ import os
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -711,6 +712,23 @@ class ResultsStore:
 
 
 # ------------------------------------------------------------------ helpers
+def write_json(path: str, data: Any) -> None:
+    """Write `data` as JSON atomically and durably: a temporary file beside `path`,
+    fsynced, then ``os.replace`` over `path`; a failed write leaves `path` as it
+    was and no temporary file behind."""
+    tmp = f'{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}'
+    try:
+        with open(tmp, 'w', encoding='utf-8') as f:
+            json.dump(data, f, indent=2, sort_keys=False, default=str)
+            f.write('\n')
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 def flatten_config(config: Mapping[str, Any], *, check: bool = True) -> dict[str, Any]:
     """Flatten a nested config to dotted keys: ``{'a': {'b': 1}}`` -> ``{'a.b': 1}``.
 

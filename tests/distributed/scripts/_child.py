@@ -58,3 +58,17 @@ def in_process_ps_strategy() -> tuple[Any, list[Any]]:
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         cluster, task_type='chief', task_id=0, rpc_layer='grpc')
     return tf.distribute.experimental.ParameterServerStrategy(resolver), servers
+
+
+def regression_replica_step(model: Any, optimizer: Any, x: Any, y: Any,
+                            global_batch: int) -> tuple[Any, Any]:
+    """One replica's training step of a one-output regression: its share of the
+    global batch's summed squared error (the loss), and how many errors are below 1."""
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        err = model(x)[:, 0] - y
+        loss = tf.reduce_sum(err * err) / global_batch
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss, tf.reduce_sum(tf.cast(tf.abs(err) < 1., tf.float32))

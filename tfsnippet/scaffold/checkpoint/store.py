@@ -342,7 +342,9 @@ class CheckpointStore:
                 ``.checkpoint-store.json``.
             best: Pin the new checkpoint as the best, recording this
                 JSON-serializable dict with it (see :meth:`pin_best`);
-                ``None`` keeps the pin where it is.
+                ``None`` keeps the pin where it is, unless this save
+                replaces the pinned checkpoint (its content is no longer
+                what was pinned): then nothing is pinned.
 
         Returns:
             The path of the checkpoint, ``<save_dir>/<filename>-<step>``.
@@ -405,8 +407,9 @@ class CheckpointStore:
         paths = {e.name: e.path for e in view}
         if best_info is not None:
             pin: dict[str, Any] | None = {**best_info, 'name': name}
-        else:
-            pin = scan.best if scan.best is not None and scan.best['name'] in names else None
+        else:   # replacing the pinned checkpoint's content unpins it: the pin was of the old
+            pin = (scan.best if scan.best is not None and scan.best['name'] in names and
+                   scan.best['name'] != name else None)
         victims, names = self._retain(names, pin)
         self._write_index(names, seq, pin)
 

@@ -157,6 +157,7 @@ class Checkpointer(LoopComponent):
         self._export_path = export_best
         self._best_monitor: Monitor | None = None
         self._best_pending: float | None = None     # an improvement not pinned yet
+        self._pinned: dict[str, Any] | None = None   # the record this run pinned last
         self._unwatch: Callable[[], None] | None = None
         self._best_saver: CheckpointSaver | None = None   # kept after the exit, for exports
         self._async = check_bool(asynchronous, 'checkpoint_async')
@@ -230,6 +231,7 @@ class Checkpointer(LoopComponent):
         saver = self._saver or self._best_saver
         if saver is None:
             return CheckpointStore(os.path.join(self._dir, 'checkpoint')).best()
+        saver.wait()   # a save in flight may carry a new pin
         return saver.store.best()
 
     def save(self, loop: Any, best: Mapping[str, Any] | None = None) -> str:
@@ -253,6 +255,8 @@ class Checkpointer(LoopComponent):
         try:
             if backend is not None and backend.coordinator is not None:
                 backend.barrier()   # the scheduled steps are done: the variables are settled
+            if best is None and self._pinned is not None and self._pinned['step'] == loop.step:
+                best = self._pinned   # saved again at the step this run pinned: still the best
             if loop.is_chief:
                 path = self._saver.save(loop.step, best=best)
             else:   # read what the chief saves (collectives included), write nothing
@@ -320,6 +324,7 @@ class Checkpointer(LoopComponent):
                 return store.path_of(loop.step)
             if self._async:
                 self.wait()
+        self._pinned = record
         if self._last_saved == (loop.epoch, loop.step, loop.progress.epoch_finished) and \
                 store.path_of(loop.step) in store.checkpoints():
             try:
@@ -361,6 +366,7 @@ class Checkpointer(LoopComponent):
         if saver is None:
             raise RuntimeError('`export_best` needs the loop to have been entered')
         path = check_export_path(path, 'path')
+        saver.wait()   # a save in flight may carry a new pin, or prune the old one
         recorded = saver.store.best()
         if recorded is None:
             name = self._best_monitor.name if self._best_monitor is not None else '?'
@@ -444,7 +450,7 @@ class Checkpointer(LoopComponent):
         self._last_saved = (loop.epoch, loop.step, loop.progress.epoch_finished)
         self.restored_from = None if restored is None else restored[0]
         self._best_saver = self._saver
-        self._best_monitor, self._best_pending = None, None
+        self._best_monitor, self._best_pending, self._pinned = None, None, None
         if self._keep_best is not False:
             self._best_monitor = loop_monitor(
                 loop, 'checkpoint_keep_best', None if self._keep_best is True else self._keep_best,

@@ -114,8 +114,9 @@ def build_components(param_vars: Any = None, *,
     """
     components: list[LoopComponent] = []
     experiment = current_experiment()
+    claimed = None   # the Experiment's checkpoint dir, taken once every option is checked
     if experiment is not None and checkpoint_dir is None:
-        checkpoint_dir = experiment.claim_checkpoint_dir()
+        checkpoint_dir = claimed = experiment.claim_checkpoint_dir(take=False)
     if check_bool(early_stopping, 'early_stopping'):
         if not valid_metric_name:
             raise ValueError('`early_stopping=True` needs a `valid_metric_name`, got None')
@@ -163,4 +164,6 @@ def build_components(param_vars: Any = None, *,
         components.append(WarmStart(warm_start))
     if experiment is not None:
         components.append(RunRecorder(experiment))
+        if claimed is not None:
+            experiment.claim_checkpoint_dir()
     return components

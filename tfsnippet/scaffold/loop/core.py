@@ -11,6 +11,7 @@ from typing import Any
 from ...dataflows import DataFlow
 from ...utils.concepts import DisposableContext
 from ...utils.events import EventSource
+from ...utils.misc import warn_user
 from ...utils.tf_vars import normalize_variables
 from ..components.base import LoopComponent
 from ..event_keys import LOOP_EVENT_KEYS, EventKeys
@@ -219,11 +220,23 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
 
     def _exit_components(self, components: list[LoopComponent],
                          error: BaseException | None) -> None:
+        # every component exits, whatever another raises (the checkpointer must
+        # still wait for its last save); the first error is raised, unless the
+        # loop is left through one of its own, which it does not replace
+        first: BaseException | None = None
         for c in reversed(components):
             try:
                 c.on_exit(self, error)
+            except BaseException as e:
+                if first is None and (error is None or not isinstance(e, Exception)):
+                    first = e
+                else:
+                    warn_user(f'{type(c).__name__} failed to exit the loop: '
+                              f'{type(e).__name__}: {e}', RuntimeWarning)
             finally:
                 self._events.remove_owned(c)
+        if first is not None:
+            raise first
 
     def _exit(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
         try:

@@ -240,7 +240,11 @@ class LoopDistribution:
             loop._reduce_stats = self._reduce_stats
             self._local_clock = loop._clock
             loop._schedule_clock = self.agreed_clock
-            self._sync(loop)   # the chief's clock, before any schedule is reset
+            try:
+                self._sync(loop)   # the chief's clock, before any schedule is reset
+            except BaseException:   # e.g. a peer is gone: leave the loop as it was
+                self.detach()
+                raise
             loop.events.on(EventKeys.AFTER_STEP, self._after_step, owner=self)
             loop.events.on(EventKeys.AFTER_EPOCH, self._after_epoch, owner=self)
 

@@ -8,6 +8,7 @@ from typing import Any
 from ...backend.distributed import PendingValue, is_distributed_value
 from ...utils.events import NO_COUNTERS, Counters, Every
 from ...utils.statistics import StatisticsCollector
+from ...utils.validation import short_repr
 from .values import _PENDING_LIMIT, _move_pending, check_metric_value, to_float
 
 __all__ = ['MetricBook']
@@ -71,9 +72,11 @@ class MetricBook:
             TypeError: A name is not a str or a value is not numeric.
             ValueError: `reduce` is not ``'mean'``, ``'sum'`` or a dict of them.
         """
-        if reduce is not None:
+        if reduce is not None and self.normalize is not None:
             metrics = self._check(metrics, reduce)
         else:
+            if reduce is not None:   # no strategy: checked, then as without it
+                _reduce_modes(reduce, metrics)
             types = self._types
             for name, value in metrics.items():
                 if types.get(name) is not type(value):
@@ -90,14 +93,14 @@ class MetricBook:
 
     def _check(self, metrics: Mapping[str, Any],
                reduce: str | Mapping[str, str] | None = None) -> dict[str, Any]:
-        modes = _reduce_modes(reduce)
+        modes = _reduce_modes(reduce, metrics)
         normalize = self.normalize
         out = {}
         for name, value in metrics.items():
             if not isinstance(name, str):
                 raise TypeError(f'Metric names must be str, got {name!r}')
             if normalize is not None and (modes or is_distributed_value(value)):
-                mode = modes.get(name, modes.get('', 'mean')) if modes else 'mean'
+                mode = modes.get(name, 'mean')
                 value = normalize(name, value, mode)
                 if isinstance(value, PendingValue):
                     out[name] = value
@@ -244,13 +247,18 @@ class MetricBook:
         self._outside_stats.clear()
 
 
-def _reduce_modes(reduce: str | Mapping[str, str] | None) -> dict[str, str]:
-    """``{name: mode}`` of a `reduce` argument (``''``: every name), ``{}`` for None."""
+def _reduce_modes(reduce: str | Mapping[str, str] | None,
+                  metrics: Mapping[str, Any]) -> dict[str, str]:
+    """``{name: mode}`` of a `reduce` argument for `metrics` (``{}`` for None)."""
     if reduce is None:
         return {}
-    modes = {'': reduce} if isinstance(reduce, str) else reduce
+    modes = dict.fromkeys(metrics, reduce) if isinstance(reduce, str) else reduce
     if not isinstance(modes, Mapping) or not all(
             isinstance(k, str) and v in ('mean', 'sum') for k, v in modes.items()):
         raise ValueError(f"`reduce` must be 'mean', 'sum' or a dict {{metric name: 'mean' or "
-                         f"'sum'}}, got {reduce!r}")
+                         f"'sum'}}, got {short_repr(reduce)}")
+    unknown = sorted(set(modes) - set(metrics))
+    if unknown:
+        raise ValueError(f'`reduce` names metrics that are not collected here: {unknown}; '
+                         f'the metrics are {sorted(metrics)}')
     return dict(modes)

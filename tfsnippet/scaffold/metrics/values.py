@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from ...backend.distributed import PendingValue, is_distributed_value, to_host_values
+from ...backend.distributed import (PendingValue, is_distributed_value, per_replica_error,
+                                    to_host_values)
 from ...utils.misc import humanize_duration
 from ...utils.statistics import StatisticsCollector
 from ...utils.tf_vars import as_tf_variable, is_variable
 from ...utils.validation import short_repr
 
-__all__ = ['TIME_METRIC_PATTERN', 'is_time_metric', 'check_metric_value', 'to_float',
-           'distributed_value_error']
+__all__ = ['TIME_METRIC_PATTERN', 'is_time_metric', 'check_metric_value', 'to_float']
 
 #: Names matching this pattern are time metrics: formatted as durations,
 #: listed first, and reported through ``TIME_METRIC_STATS_PRINTED``.
@@ -79,27 +79,8 @@ def check_metric_value(name: str, value: Any) -> Any:
     if t is bool:
         return int(value)
     if is_distributed_value(value):
-        raise distributed_value_error(name, value)
+        raise per_replica_error(name, value, in_loop=True)
     raise _not_numeric(name, value)
-
-
-def distributed_value_error(name: str, value: Any) -> TypeError:
-    """The error for a ``PerReplica`` or ``RemoteValue`` metric of a loop that knows no strategy."""
-    if isinstance(value, tf.distribute.experimental.coordinator.RemoteValue):
-        what = 'a RemoteValue (the result of `coordinator.schedule`)'
-        how = ('pass `strategy=` and `coordinator=` to the TrainLoop, which fetches it when '
-               'the logs are printed, or fetch it yourself with `coordinator.fetch(value)`')
-    else:
-        parts = tuple(getattr(value, 'values', ()))
-        shown = short_repr(parts[0]) if parts else short_repr(value)
-        what = (f'a per-replica value ({type(value).__name__} of {len(parts)} replicas, '
-                f'each like {shown})')
-        how = ('pass `strategy=` to the TrainLoop (or enter `strategy.scope()` before the '
-               'loop), which reduces it across replicas when the logs are printed, or reduce '
-               'it yourself with `strategy.reduce(tf.distribute.ReduceOp.MEAN, value, '
-               'axis=None)`')
-    return TypeError(f'Metric `{name}` is {what}, but the loop has no tf.distribute strategy: '
-                     f'{how}')
 
 
 def _symbolic(name: str, value: Any, what: str) -> TypeError:
@@ -125,7 +106,7 @@ def to_float(name: str, value: Any) -> float:
         return value
     if isinstance(value, tf.Tensor):
         value = value.numpy()
-    elif hasattr(value, 'host_value'):   # a kept per-replica or remote value (backend)
+    elif isinstance(value, PendingValue):   # a kept per-replica or remote value (backend)
         value = value.host_value()
     try:
         return float(np.mean(value))
