@@ -409,3 +409,17 @@ def test_a_kill_at_any_point_of_a_pin_leaves_a_readable_best(tmp_path, op):
         assert len([n for n in names if n != os.path.basename(store.best()[0])]) <= 2
         shutil.rmtree(directory)
     assert seen == {ckpt(1), new}
+
+
+def test_an_export_removes_what_a_killed_export_left_beside_it(tmp_path):
+    model = new_model()
+    left = tmp_path / f'.tmp-{"ab" * 16}-best.weights.h5'   # a kill before the rename
+    left.write_bytes(b'partial')
+    other = tmp_path / f'.tmp-{"ab" * 16}-other.weights.h5'   # another export's: kept
+    other.write_bytes(b'partial')
+    spt.export_weights(str(tmp_path / 'best.weights.h5'), model)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [other.name, 'best.weights.h5']
+    fresh = new_model()
+    fresh.layers[0].kernel.assign(np.ones((2, 1), np.float32))
+    fresh.load_weights(str(tmp_path / 'best.weights.h5'))
+    np.testing.assert_array_equal(kernel(fresh), kernel(model))

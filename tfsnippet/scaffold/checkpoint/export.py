@@ -160,8 +160,17 @@ def write_export(path: str, targets: Any, values: Values | None, session: Any = 
 
 
 def _tmp_beside(path: str) -> str:
-    return os.path.join(os.path.dirname(path),
-                        f'{TMP_PREFIX}{uuid.uuid4().hex}-{os.path.basename(path)}')
+    """A new temporary name beside `path`; the ones an export killed before its
+    rename left there are removed first."""
+    directory, base = os.path.split(path)
+    leftover = re.compile(re.escape(TMP_PREFIX) + '[0-9a-f]{32}-' + re.escape(base) + '$')
+    for name in os.listdir(directory or '.'):
+        if leftover.match(name):
+            try:
+                os.remove(os.path.join(directory, name))
+            except OSError:
+                pass
+    return os.path.join(directory, f'{TMP_PREFIX}{uuid.uuid4().hex}-{base}')
 
 
 def _commit_file(tmp: str, path: str) -> None:
