@@ -60,8 +60,8 @@ def run_style(style: str, quick: bool) -> dict[str, float]:
     import tensorflow as tf
 
     import tfsnippet as spt
-    from tfsnippet.utils.tf_vars import as_tf_variable
-    from tfsnippet.utils.var_io import read_variables
+    from tfsnippet.tfops.tf_vars import as_tf_variable
+    from tfsnippet.tfops.var_io import read_variables
 
     if style == 'graph':
         tf.compat.v1.disable_eager_execution()

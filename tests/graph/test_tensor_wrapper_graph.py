@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import tfsnippet as spt
-from tfsnippet.utils.tensor_wrapper import TensorWrapper
+from tfsnippet.tfops.tensor_wrapper import TensorWrapper
 
 v1 = tf.compat.v1
 

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import tfsnippet as spt
-from tfsnippet.utils.tensor_wrapper import TensorWrapper, register_tensor_wrapper_class
+from tfsnippet.tfops.tensor_wrapper import TensorWrapper, register_tensor_wrapper_class
 
 
 def raises(exc_type, message):

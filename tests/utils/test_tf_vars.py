@@ -14,7 +14,7 @@ import tensorflow as tf
 from tfsnippet.utils import (as_tf_variable, create_session, ensure_variables_initialized,
                              get_uninitialized_variables, get_variables_as_dict, is_variable,
                              variable_name, variable_shape)
-from tfsnippet.utils.tf_vars import normalize_variables
+from tfsnippet.tfops.tf_vars import normalize_variables
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..utils.statistics import StatisticsCollector
-from ..utils.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
+from ..tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
 from ..utils.validation import short_repr
 from .reduction import CrossWorkerReducer
 

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from ..utils.tensor_wrapper import TensorWrapper
-from ..utils.var_io import assign_variables, read_variables
+from ..tfops.tensor_wrapper import TensorWrapper
+from ..tfops.var_io import assign_variables, read_variables
 
 __all__ = ['ScheduledVariable', 'AnnealingVariable']
 

@@ -37,8 +37,8 @@ from tensorboard.compat.proto import summary_pb2
 
 from ..settings_ import settings
 from ..utils.contexts import ContextStack
-from ..utils.tensor_wrapper import TensorWrapper
-from ..utils.tf_vars import is_variable, variable_name
+from ..tfops.tensor_wrapper import TensorWrapper
+from ..tfops.tf_vars import is_variable, variable_name
 from ..utils.validation import check_positive_int
 from .summary_writer import SummaryWriter, check_summary_writer
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import natsort
 
-from ..utils.tf_vars import normalize_variables, variable_name, variable_shape
+from ..tfops.tf_vars import normalize_variables, variable_name, variable_shape
 
 __all__ = ['summarize_variables']
 

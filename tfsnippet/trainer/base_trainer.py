@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from ..scaffold.event_keys import EventKeys
 from ..utils.events import EventSource, Every
-from ..utils.session import ensure_variables_initialized, get_default_session_or_error
-from ..utils.tf_vars import variable_name
+from ..tfops.session import ensure_variables_initialized, get_default_session_or_error
+from ..tfops.tf_vars import variable_name
 from ..utils.validation import check_positive_int, check_positive_number
 
 __all__ = ['BaseTrainer', 'check_schedule']

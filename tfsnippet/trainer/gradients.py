@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from ..utils.tf_vars import as_tf_variable
+from ..tfops.tf_vars import as_tf_variable
 from ..utils.validation import check_positive_int, check_positive_number
 
 __all__ = ['clip_gradients', 'GradientAccumulator']

@@ -8,7 +8,7 @@ from typing import Any
 import tensorflow as tf
 
 from ..dataflows import ExtraInfoDataFlow
-from ..utils.session import get_default_session_or_error
+from ..tfops.session import get_default_session_or_error
 from .feed_dict import batch_feed_dict, merge_feed_dict, resolve_feed_dict
 
 __all__ = ['StepRunner', 'is_graph_fetch', 'check_inputs_match']

@@ -6,40 +6,9 @@ from typing import Any, Literal, overload
 
 import numpy as np
 
+from .text import short_repr
+
 __all__ = ['check_positive_int', 'check_positive_number', 'check_bool', 'short_repr']
-
-
-def short_repr(value: Any, limit: int = 80) -> str:
-    """A repr for error messages: arrays and tensors by type, shape and dtype,
-    anything else cut to `limit` characters.
-
-    Example:
-        >>> short_repr(np.zeros([1000, 10]))
-        'ndarray(shape=(1000, 10), dtype=float64)'
-        >>> short_repr(tf.Variable(tf.zeros([100, 3]), name='w'))
-        "<ResourceVariable 'w:0' shape=(100, 3) dtype=float32>"
-        >>> short_repr('x' * 100)[-12:]
-        "xxxxxxxx...'"
-    """
-    shape, dtype = getattr(value, 'shape', None), getattr(value, 'dtype', None)
-    if shape is not None and dtype is not None and not isinstance(value, np.generic):
-        try:
-            shape = tuple(shape)
-        except TypeError:   # an unknown rank
-            shape = None
-        dtype = getattr(dtype, 'name', dtype)
-        kind = type(value).__name__
-        label = getattr(value, 'path', None)   # a Keras variable's path
-        if label is None and 'Variable' in kind:
-            label = getattr(value, 'name', None)
-        if kind == 'ndarray':
-            return f'ndarray(shape={shape}, dtype={dtype})'
-        named = '' if label is None else f' {label!r}'
-        return f'<{kind}{named} shape={shape} dtype={dtype}>'
-    text = repr(value)
-    if len(text) > limit:
-        text = text[:limit - 4] + '...' + text[-1]
-    return text
 
 
 def check_bool(value: Any, name: str) -> bool:

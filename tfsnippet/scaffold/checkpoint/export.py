@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from ...utils.tf_vars import as_tf_variable, normalize_variables, variable_name
+from ...tfops.tf_vars import as_tf_variable, normalize_variables, variable_name
 from ...utils.validation import short_repr
-from ...utils.var_io import assign_variables, read_variables
+from ...tfops.var_io import assign_variables, read_variables
 from .store import TMP_PREFIX, _sync_dir, sync_file
 
 __all__ = ['export_weights', 'WEIGHTS_SUFFIX']

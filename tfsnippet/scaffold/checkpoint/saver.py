@@ -25,10 +25,10 @@ from typing import Any
 import tensorflow as tf
 
 from ...utils.misc import warn_user
-from ...utils.session import get_default_session_or_error
-from ...utils.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
+from ...tfops.session import get_default_session_or_error
+from ...tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
 from ...utils.validation import check_bool
-from ...utils.var_io import assign_variables
+from ...tfops.var_io import assign_variables
 from .io import AsyncCheckpointWriter, AsyncSaveStats, HostBuffers, write_bundle
 from .store import TMP_PREFIX as _TMP_PREFIX  # noqa: F401  (components.checkpointer uses it)
 from .store import CheckpointStore, check_step

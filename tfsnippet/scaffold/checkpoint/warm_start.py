@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from ...utils.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
-from ...utils.var_io import assign_variables
+from ...tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
+from ...tfops.var_io import assign_variables
 from .saver import _STATE_FILE, _VARS_PREFIX, CheckpointError, CheckpointSaver
 
 __all__ = ['warm_start', 'WarmStartReport', 'WarmStartEntry']

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from ...utils.tf_vars import normalize_variables, variable_name, variable_shape
+from ...tfops.tf_vars import normalize_variables, variable_name, variable_shape
 from ...utils.validation import check_positive_int
-from ...utils.var_io import assign_variables, read_variables
+from ...tfops.var_io import assign_variables, read_variables
 from ..metrics.monitor import Monitor, loop_monitor
 from .base import LoopComponent
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from ...utils.tf_vars import is_variable, variable_name
+from ...tfops.tf_vars import is_variable, variable_name
 from ...utils.validation import check_positive_int
-from ...utils.var_io import assign_variables, read_variables
+from ...tfops.var_io import assign_variables, read_variables
 from ..scheduled_var import ScheduledVariable
 from ..metrics.monitor import Monitor, loop_monitor
 from .base import LoopComponent

@@ -11,9 +11,9 @@ from tensorboard.compat.proto import summary_pb2
 from ...backend.distributed import ReplicaValue, to_host_values
 from ...utils.events import Every
 from ...utils.files import check_writable_dir
-from ...utils.tf_vars import variable_name
+from ...tfops.tf_vars import variable_name
 from ...utils.validation import check_positive_int
-from ...utils.var_io import read_variables
+from ...tfops.var_io import read_variables
 from ..event_keys import EventKeys
 from ..metrics.values import to_float
 from ..summary_collector import histogram_summary

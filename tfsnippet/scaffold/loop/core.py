@@ -12,7 +12,7 @@ from ...dataflows import DataFlow
 from ...utils.concepts import DisposableContext
 from ...utils.events import EventSource
 from ...utils.misc import warn_user
-from ...utils.tf_vars import normalize_variables
+from ...tfops.tf_vars import normalize_variables
 from ..components.base import LoopComponent
 from ..event_keys import LOOP_EVENT_KEYS, EventKeys
 from ..metrics.book import MetricBook

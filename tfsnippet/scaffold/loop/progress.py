@@ -10,8 +10,8 @@ import numpy as np
 import tensorflow as tf
 
 from ...dataflows import DataFlow, ExtraInfoDataFlow
-from ...utils.session import get_default_session_or_error
-from ...utils.tf_vars import is_variable
+from ...tfops.session import get_default_session_or_error
+from ...tfops.tf_vars import is_variable
 from ...utils.validation import check_positive_int
 
 __all__ = ['LoopProgress', 'check_limit']

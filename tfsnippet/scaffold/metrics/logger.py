@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 from tensorboard.compat.proto import summary_pb2
 
-from ...utils.session import get_default_session_or_error
+from ...tfops.session import get_default_session_or_error
 from ...utils.statistics import StatisticsCollector
 from ..summary_writer import CommitSchedules, SummaryWriter, check_summary_writer
 from .book import MetricBook

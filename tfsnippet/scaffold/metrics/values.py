@@ -14,7 +14,7 @@ from ...backend.distributed import (PendingValue, is_distributed_value, per_repl
                                     to_host_values)
 from ...utils.misc import humanize_duration
 from ...utils.statistics import StatisticsCollector
-from ...utils.tf_vars import as_tf_variable, is_variable
+from ...tfops.tf_vars import as_tf_variable, is_variable
 from ...utils.validation import short_repr
 
 __all__ = ['TIME_METRIC_PATTERN', 'is_time_metric', 'check_metric_value', 'to_float']

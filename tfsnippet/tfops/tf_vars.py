@@ -14,7 +14,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from .validation import short_repr
+from ..utils.text import short_repr
 
 __all__ = ['is_variable', 'variable_name', 'variable_shape', 'as_tf_variable',
            'normalize_variables']
