@@ -47,10 +47,10 @@ import sys
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import tfsnippet as spt  # noqa: E402  (does not import TensorFlow: the sweep stays light)
+from tfsnippet.utils import PREEMPTED_EXIT_CODE  # noqa: E402  (128 + SIGTERM: a preempted run)
 
 EXAMPLE = 'digits_sweep'
 MLFLOW_EXPERIMENT = 'digits_sweep'
-PREEMPTED_EXIT_CODE = 143   # 128 + SIGTERM, what a preempted run exits with
 
 
 class SweepConfig(spt.Config):

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
+from ..utils.text import short_repr
+
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.distribute.cluster_resolver import ClusterResolver
 
@@ -166,11 +168,6 @@ def cluster_info(environ: Mapping[str, str] | None = None, *,
     return _LOCAL
 
 
-def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + '...'
-
-
 def _finish(task_type: str, task_index: int, cluster: dict[str, list[str]],
             source: Source) -> ClusterInfo:
     if 'chief' in cluster:
@@ -191,27 +188,27 @@ def _from_tf_config(raw: str) -> ClusterInfo | None:
     try:
         config = json.loads(raw)
     except json.JSONDecodeError as e:
-        raise ValueError(f'`TF_CONFIG` must be a JSON object, got {_short(raw)} '
+        raise ValueError(f'`TF_CONFIG` must be a JSON object, got {short_repr(raw)} '
                          f'({e.msg} at character {e.pos})') from e
     if not isinstance(config, dict):
-        raise ValueError(f'`TF_CONFIG` must be a JSON object, got {_short(config)}')
+        raise ValueError(f'`TF_CONFIG` must be a JSON object, got {short_repr(config)}')
     if not config.get('cluster') and 'task' not in config:
         return None
     cluster = _check_cluster(config.get('cluster'))
 
     task = config.get('task')
     if not isinstance(task, dict):
-        what = 'is missing' if task is None else f'must be an object, got {_short(task)}'
+        what = 'is missing' if task is None else f'must be an object, got {short_repr(task)}'
         raise ValueError(f"`TF_CONFIG['task']` {what}; expected "
                          f'{{"type": <one of {", ".join(TASK_TYPES)}>, "index": <int>}}')
     task_type = task.get('type')
     if task_type not in TASK_TYPES:
         raise ValueError(f"`TF_CONFIG['task']['type']` must be one of {list(TASK_TYPES)}, "
-                         f'got {_short(task_type)}')
+                         f'got {short_repr(task_type)}')
     task_index = task.get('index', 0)
     if type(task_index) is not int or task_index < 0:
         raise ValueError(f"`TF_CONFIG['task']['index']` must be an int >= 0, "
-                         f'got {_short(task_index)}')
+                         f'got {short_repr(task_index)}')
     if task_type in cluster:
         count = len(cluster[task_type])
         if task_index >= count:
@@ -231,22 +228,22 @@ def _check_cluster(cluster: Any) -> dict[str, list[str]]:
     if cluster is None:
         raise ValueError(f"`TF_CONFIG['cluster']` is missing; expected {rule}")
     if not isinstance(cluster, dict) or not cluster:
-        raise ValueError(f"`TF_CONFIG['cluster']` must be {rule}, got {_short(cluster)}")
+        raise ValueError(f"`TF_CONFIG['cluster']` must be {rule}, got {short_repr(cluster)}")
     checked: dict[str, list[str]] = {}
     seen: dict[str, str] = {}
     for task_type, addresses in cluster.items():
         key = f"`TF_CONFIG['cluster'][{task_type!r}]`"
         if task_type not in TASK_TYPES:
-            raise ValueError(f"`TF_CONFIG['cluster']` has task type {_short(task_type)}; "
+            raise ValueError(f"`TF_CONFIG['cluster']` has task type {short_repr(task_type)}; "
                              f'expected only {list(TASK_TYPES)}')
         if not isinstance(addresses, list):
             raise ValueError(f"{key} must be a list of 'host:port' strings, "
-                             f'got {_short(addresses)}')
+                             f'got {short_repr(addresses)}')
         for i, address in enumerate(addresses):
             match = _ADDRESS.match(address) if isinstance(address, str) else None
             if match is None or not 1 <= int(match.group(2)) <= 65535:
                 raise ValueError(f"`TF_CONFIG['cluster'][{task_type!r}][{i}]` must be a "
-                                 f"'host:port' string, got {_short(address)}")
+                                 f"'host:port' string, got {short_repr(address)}")
             where = f'{task_type} {i}'
             if address in seen:
                 raise ValueError(f"`TF_CONFIG['cluster']` gives {address!r} to both "
@@ -256,9 +253,9 @@ def _check_cluster(cluster: Any) -> dict[str, list[str]]:
             checked[task_type] = list(addresses)
     if len(checked.get('chief', ())) > 1:
         raise ValueError(f"`TF_CONFIG['cluster']['chief']` must have 1 entry, "
-                         f"got {_short(checked['chief'])}")
+                         f"got {short_repr(checked['chief'])}")
     if not checked:
-        raise ValueError(f"`TF_CONFIG['cluster']` lists no tasks, got {_short(cluster)}")
+        raise ValueError(f"`TF_CONFIG['cluster']` lists no tasks, got {short_repr(cluster)}")
     return checked
 
 
@@ -357,7 +354,7 @@ def expand_hostlist(hostlist: str) -> list[str]:
         ['node01', 'node02', 'node03', 'node07', 'gpu5']
     """
     if not isinstance(hostlist, str) or not hostlist.strip():
-        raise ValueError(f'`hostlist` must be a non-empty string, got {_short(hostlist)}')
+        raise ValueError(f'`hostlist` must be a non-empty string, got {short_repr(hostlist)}')
     hosts: list[str] = []
     for name in _split_outside_brackets(hostlist.strip(), hostlist):
         hosts.extend(_expand_name(name, hostlist))

@@ -20,11 +20,13 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any, Generic, TypeVar
 
-from .config import (_all_paths, _is_config_class, _is_config_instance, config_from_dict,
-                     config_to_dict, parse_config)
+from ..utils.status import PREEMPTED_EXIT_CODE, status_of_exit
+from ..utils.text import close_matches_hint, typed_repr
+from .config import (all_paths, config_from_dict, config_to_dict, is_config_class,
+                     is_config_instance, parse_config)
 from .mlflow_mirror import mlflow_mirror_of
 from .sinks import StoreSink, check_sinks, report_sink_error
-from .store import ResultsStore, _short, _suggest, flatten_config, write_json
+from .store import ResultsStore, flatten_config, write_json
 
 __all__ = ['Experiment', 'RunResults', 'current_experiment', 'PREEMPTED_EXIT_CODE',
            'CONFIG_FILE', 'RESULT_FILE', 'RUN_FILE', 'CONSOLE_FILE']
@@ -42,9 +44,6 @@ RUN_FILE = 'run.json'
 
 CONSOLE_FILE = 'console.log'
 """A copy of what the run printed to stdout and stderr (appended to on resume)."""
-
-#: What a preempted process exits with (``TrainingPreempted``, a SystemExit): 128 + SIGTERM.
-PREEMPTED_EXIT_CODE = 143
 
 _NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*')
 _VERSIONED = ('tensorflow', 'keras', 'numpy', 'tensorboard')
@@ -75,15 +74,15 @@ class RunResults(Mapping[str, float]):
         """
         if values is not None and not isinstance(values, Mapping):
             raise TypeError(f'`values` must be a mapping of names to numbers, got '
-                            f'{_short(values)}')
+                            f'{typed_repr(values)}')
         merged = {**(values or {}), **kwargs}
         checked: dict[str, float] = {}
         for name, value in merged.items():
             if not isinstance(name, str) or not name:
-                raise TypeError(f'Result names must be non-empty str, got {_short(name)}')
+                raise TypeError(f'Result names must be non-empty str, got {typed_repr(name)}')
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise TypeError(f'`results[{name!r}]` must be a real number, got '
-                                f'{_short(value)}')
+                                f'{typed_repr(value)}')
             checked[name] = float(value)
         self._experiment._record_results(checked)
         self._values.update(checked)
@@ -239,26 +238,26 @@ class Experiment(Generic[_C]):
                  auto_checkpoint: bool = True, flush_secs: float = 1.,
                  heartbeat_secs: float = 60., stale_after: float = 600.,
                  is_chief: bool | None = None) -> None:
-        if _is_config_class(config_or_class):
+        if is_config_class(config_or_class):
             cls: type = config_or_class  # type: ignore[assignment]
-        elif _is_config_instance(config_or_class):
+        elif is_config_instance(config_or_class):
             cls = type(config_or_class)
         else:
             raise TypeError('`config_or_class` must be a Config subclass, a dataclass, or an '
-                            f'instance of one, got {_short(config_or_class)}')
+                            f'instance of one, got {typed_repr(config_or_class)}')
         if not isinstance(root, (str, os.PathLike)):
-            raise TypeError(f'`root` must be a directory path, got {_short(root)}')
+            raise TypeError(f'`root` must be a directory path, got {typed_repr(root)}')
         if not os.fspath(root):
             raise ValueError('`root` must be a directory path, got \'\'')
         if name is not None:
             _check_run_name(name, '`name`')
         if args is not None and (isinstance(args, str) or not all(
                 isinstance(a, str) for a in args)):
-            raise TypeError(f'`args` must be a list of str, got {_short(args)}')
+            raise TypeError(f'`args` must be a list of str, got {typed_repr(args)}')
         for arg, value in (('flush_secs', flush_secs), ('heartbeat_secs', heartbeat_secs),
                            ('stale_after', stale_after)):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f'`{arg}` must be a number of seconds, got {_short(value)}')
+                raise TypeError(f'`{arg}` must be a number of seconds, got {typed_repr(value)}')
             if not (value >= 0 and math.isfinite(value)) or (arg == 'heartbeat_secs' and
                                                               value == 0):
                 raise ValueError(f'`{arg}` must be {"> 0" if arg == "heartbeat_secs" else ">= 0"}'
@@ -411,7 +410,7 @@ class Experiment(Generic[_C]):
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if self in _ACTIVE:
             _ACTIVE.remove(self)
-        status = _status_of(exc)
+        status = status_of_exit(exc)
         self._status = status
         if self._is_chief:
             self._finish(status, exc)
@@ -625,28 +624,17 @@ class Experiment(Generic[_C]):
 
 
 # -------------------------------------------------------------------- helpers
-def _status_of(exc: BaseException | None) -> str:
-    if exc is None:
-        return 'completed'
-    if isinstance(exc, SystemExit):
-        if exc.code == PREEMPTED_EXIT_CODE:
-            return 'preempted'
-        if exc.code in (None, 0):
-            return 'completed'
-    return 'failed'
-
-
 def _check_run_name(name: Any, what: str) -> None:
     if not isinstance(name, str):
-        raise TypeError(f'{what} must be a str, got {_short(name)}')
+        raise TypeError(f'{what} must be a str, got {typed_repr(name)}')
     if not _NAME.fullmatch(name):
         raise ValueError(f'{what} must be a run id of letters, digits, ".", "_" and "-" '
-                         f'(not starting with "." or "-"), got {_short(name)}')
+                         f'(not starting with "." or "-"), got {typed_repr(name)}')
 
 
 def _check_flag(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
-        raise TypeError(f'`{name}` must be True or False, got {_short(value)}')
+        raise TypeError(f'`{name}` must be True or False, got {typed_repr(value)}')
     return value
 
 
@@ -660,7 +648,7 @@ def _close_runs(root: str, run_id: str) -> str:
                 if os.path.isfile(os.path.join(root, d, CONFIG_FILE))]
     except OSError:
         return ''
-    return _suggest(run_id, runs)
+    return close_matches_hint(run_id, runs)
 
 
 def _class_summary(cls: type) -> str | None:
@@ -678,7 +666,7 @@ def _read_saved_config(path: str, cls: type, run_id: str) -> dict[str, Any]:
     if not isinstance(saved, dict):
         raise ValueError(f'Cannot resume run {run_id!r}: its saved config {path!r} holds '
                          f'{type(saved).__name__}, not a mapping')
-    known = set(_all_paths(cls))
+    known = set(all_paths(cls))
     flat_saved = _paths(saved)
     # a section given or left out whole is named once, not with each of its fields
     unknown = _outermost(p for p in flat_saved if p not in known)

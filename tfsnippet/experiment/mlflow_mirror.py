@@ -11,13 +11,14 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
-from .store import RUN_STATUSES, flatten_config, write_json
+from ..utils.status import RUN_STATUSES
+from ..utils.text import typed_repr
+from .store import flatten_config, write_json
 
 try:
     import fcntl
 except ImportError:   # not on POSIX: no lock
     fcntl = None  # type: ignore[assignment]
-from .store import _short
 
 __all__ = ['MlflowMirror', 'mlflow_mirror_of', 'INSTALL_HINT', 'RUN_ID_TAG', 'STATUS_TAG',
            'CHANGED_TAG_PREFIX', 'MLFLOW_STATUS', 'RUN_FILE']
@@ -172,16 +173,16 @@ class MlflowMirror:
                  clock: Callable[[], float] = time.time) -> None:
         if tracking_uri is not None and not isinstance(tracking_uri, (str, os.PathLike)):
             raise TypeError(f'`tracking_uri` must be a str (e.g. "sqlite:///mlflow.db") or '
-                            f'None, got {_short(tracking_uri)}')
+                            f'None, got {typed_repr(tracking_uri)}')
         if not isinstance(experiment_name, str):
-            raise TypeError(f'`experiment_name` must be a str, got {_short(experiment_name)}')
+            raise TypeError(f'`experiment_name` must be a str, got {typed_repr(experiment_name)}')
         if not experiment_name.strip():
             raise ValueError(f'`experiment_name` must not be empty, got {experiment_name!r}')
         if tags is not None and not isinstance(tags, Mapping):
-            raise TypeError(f'`tags` must be a mapping of str to values, got {_short(tags)}')
+            raise TypeError(f'`tags` must be a mapping of str to values, got {typed_repr(tags)}')
         if not callable(clock):
             raise TypeError(f'`clock` must be a callable returning seconds, '
-                            f'got {_short(clock)}')
+                            f'got {typed_repr(clock)}')
         self._mlflow = import_mlflow()
         if isinstance(tracking_uri, os.PathLike):   # a SQLite file
             tracking_uri = f'sqlite:///{os.path.abspath(os.fspath(tracking_uri))}'
@@ -315,7 +316,7 @@ class MlflowMirror:
                  what: str) -> list[Any]:
         if not isinstance(values, Mapping):
             raise TypeError(f'`{what}` must be a mapping of metric names to numbers, '
-                            f'got {_short(values)}')
+                            f'got {typed_repr(values)}')
         metric = self._mlflow.entities.Metric
         now = self._now_ms()
         out = []
@@ -324,7 +325,7 @@ class MlflowMirror:
                 number = float(value)
             except (TypeError, ValueError) as e:
                 raise TypeError(f'`{what}`[{name!r}] must be a number, got '
-                                f'{_short(value)}') from e
+                                f'{typed_repr(value)}') from e
             out.append(metric(f'{prefix}{name}', number, now, step))
         return out
 
@@ -342,10 +343,10 @@ class MlflowMirror:
         """
         for arg, value in (('run_id', run_id), ('name', name)):
             if not isinstance(value, str) or not value:
-                raise TypeError(f'`{arg}` must be a non-empty str, got {_short(value)}')
+                raise TypeError(f'`{arg}` must be a non-empty str, got {typed_repr(value)}')
         for arg, mapping in (('config', config), ('info', info)):
             if not isinstance(mapping, Mapping):
-                raise TypeError(f'`{arg}` must be a mapping, got {_short(mapping)}')
+                raise TypeError(f'`{arg}` must be a mapping, got {typed_repr(mapping)}')
         with self._store_lock():
             self._start(run_id, name, config, info)
 
@@ -420,7 +421,7 @@ class MlflowMirror:
         for step, epoch, metrics in epochs:
             for arg, value in (('step', step), ('epoch', epoch)):
                 if isinstance(value, bool) or not isinstance(value, int):
-                    raise TypeError(f'`{arg}` must be an int, got {_short(value)}')
+                    raise TypeError(f'`{arg}` must be an int, got {typed_repr(value)}')
             if step <= last_step:
                 continue
             batch += self._metrics(metrics, '', step, 'metrics')
@@ -450,7 +451,7 @@ class MlflowMirror:
         run_id = self._require_run('finish')
         if status not in MLFLOW_STATUS:
             final = [s for s in RUN_STATUSES if s in MLFLOW_STATUS]
-            raise ValueError(f'`status` must be one of {final}, got {_short(status)}')
+            raise ValueError(f'`status` must be one of {final}, got {typed_repr(status)}')
         self._log(tags=[self._mlflow.entities.RunTag(STATUS_TAG, status)])
         self.client.set_terminated(run_id, status=MLFLOW_STATUS[status],
                                    end_time=self._now_ms())
@@ -479,4 +480,4 @@ def mlflow_mirror_of(value: Any) -> MlflowMirror | None:
     if isinstance(value, MlflowMirror):
         return value
     raise TypeError(f'`mlflow` must be a tracking URI (e.g. "sqlite:///mlflow.db"), True (the '
-                    f'default URI), an MlflowMirror or None, got {_short(value)}')
+                    f'default URI), an MlflowMirror or None, got {typed_repr(value)}')

@@ -6,10 +6,11 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from difflib import get_close_matches
 from typing import Any, Union
 
-from .store import RUN_STATUSES, STALE, ResultsStore, RunRow
+from ..utils.status import RUN_STATUSES, STALE
+from ..utils.text import close_matches_hint
+from .store import ResultsStore, RunRow
 
 __all__ = ['query', 'parse_where', 'parse_order_by', 'field_names', 'Field', 'Comparison',
            'Not', 'BoolOp', 'Node', 'OrderKey']
@@ -389,8 +390,7 @@ class _Compiler:
             hint = f'; it is a section: name one of its keys: ' \
                    f'{", ".join(f"{field.kind}.{k}" for k in section[:5])}'
         else:
-            close = get_close_matches(field.text, field_names(self.known), n=5, cutoff=0.6)
-            hint = f'; close matches: {", ".join(close)}' if close else ''
+            hint = close_matches_hint(field.text, field_names(self.known))
         raise _error(arg, text, field.pos, f'unknown field `{field.text}`',
                      f'no run in {self.path!r} has it{hint}')
 

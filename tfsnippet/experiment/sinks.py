@@ -6,13 +6,12 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ..utils.status import FINISH_STATUSES
 from .store import ResultsStore
 
 __all__ = ['RunSink', 'StoreSink', 'SinkError', 'check_sinks', 'report_sink_error',
            'FINISH_STATUSES']
 
-#: The statuses :meth:`RunSink.finish` receives.
-FINISH_STATUSES = ('completed', 'failed', 'preempted')
 
 
 @runtime_checkable

@@ -13,10 +13,12 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from difflib import get_close_matches
 from functools import cached_property
 from math import nan
 from typing import Any, Union
+
+from ..utils.status import RUN_STATUSES, STALE
+from ..utils.text import close_matches_hint, typed_repr
 
 __all__ = ['ResultsStore', 'RunRow', 'EpochRow', 'RUN_STATUSES', 'STALE', 'DB_FILENAME',
            'SCHEMA_VERSION', 'flatten_config']
@@ -26,12 +28,6 @@ DB_FILENAME = 'results.sqlite'
 
 SCHEMA_VERSION = 1
 """The layout of the database, kept in SQLite's ``user_version``."""
-
-RUN_STATUSES = ('running', 'completed', 'failed', 'preempted')
-"""The statuses a writer may give a run."""
-
-STALE = 'stale'
-"""The status shown for a run still marked running whose heartbeat is too old."""
 
 #: The statistics of one metric over one epoch, as given to `log_epoch_metrics`.
 EpochStats = Union[float, Mapping[str, Any]]
@@ -233,14 +229,15 @@ class ResultsStore:
                  stale_after: float = 600., clock: Callable[[], float] = time.time,
                  busy_timeout: float = 60.) -> None:
         if not isinstance(root, (str, os.PathLike)):
-            raise TypeError(f'`root` must be a str or a path, got {_short(root)}')
+            raise TypeError(f'`root` must be a str or a path, got {typed_repr(root)}')
         for arg, seconds in (('stale_after', stale_after), ('busy_timeout', busy_timeout)):
             if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-                raise TypeError(f'`{arg}` must be a number of seconds, got {_short(seconds)}')
+                raise TypeError(f'`{arg}` must be a number of seconds, got {typed_repr(seconds)}')
             if not seconds >= 0:
                 raise ValueError(f'`{arg}` must be >= 0, got {seconds!r}')
         if not callable(clock):
-            raise TypeError(f'`clock` must be a callable returning seconds, got {_short(clock)}')
+            raise TypeError(f'`clock` must be a callable returning seconds, '
+                            f'got {typed_repr(clock)}')
         self._root = os.path.abspath(os.fspath(root))
         self._path = os.path.join(self._root, DB_FILENAME)
         self._stale_after = float(stale_after)
@@ -465,10 +462,10 @@ class ResultsStore:
         """
         _check_id(run_id)
         if not isinstance(name, str):
-            raise TypeError(f'`name` must be a str, got {_short(name)}')
+            raise TypeError(f'`name` must be a str, got {typed_repr(name)}')
         config = {} if config is None else config
         if not isinstance(config, Mapping):
-            raise TypeError(f'`config` must be a mapping, got {_short(config)}')
+            raise TypeError(f'`config` must be a mapping, got {typed_repr(config)}')
         flat = flatten_config(config)
         nested = _to_json(_plain_config(config), 'config')
         meta_json = _to_json({} if meta is None else meta, 'meta')
@@ -506,7 +503,7 @@ class ResultsStore:
         """
         if status not in RUN_STATUSES:
             raise ValueError(f'`status` must be one of {", ".join(map(repr, RUN_STATUSES))}, '
-                             f'got {_short(status)}')
+                             f'got {typed_repr(status)}')
         with self._write() as conn:
             now = self.now()
             self._touch(conn, run_id, now)
@@ -544,12 +541,12 @@ class ResultsStore:
         for i, item in enumerate(epochs):
             if not isinstance(item, tuple) or len(item) != 3:
                 raise TypeError(f'`epochs[{i}]` must be a (step, epoch, metrics) tuple, '
-                                f'got {_short(item)}')
+                                f'got {typed_repr(item)}')
             step, epoch, metrics = item
             _check_count(step, 'step')
             _check_count(epoch, 'epoch')
             if not isinstance(metrics, Mapping):
-                raise TypeError(f'`metrics` must be a mapping, got {_short(metrics)}')
+                raise TypeError(f'`metrics` must be a mapping, got {typed_repr(metrics)}')
             for name, stats in metrics.items():
                 _check_name(name, 'metrics')
                 mean, std, count = _epoch_stats(name, stats)
@@ -595,7 +592,7 @@ class ResultsStore:
 
     def _set_values(self, run_id: str, table: str, values: Mapping[str, float]) -> None:
         if not isinstance(values, Mapping):
-            raise TypeError(f'`values` must be a mapping, got {_short(values)}')
+            raise TypeError(f'`values` must be a mapping, got {typed_repr(values)}')
         rows = []
         for name, value in values.items():
             _check_name(name, 'values')
@@ -620,7 +617,7 @@ class ResultsStore:
             if not rows:
                 ids = [r for (r,) in conn.execute('SELECT run_id FROM runs')]
                 raise ValueError(f'`run_id`: no run {run_id!r} in {self._path!r}'
-                                 f'{_suggest(str(run_id), ids)}')
+                                 f'{close_matches_hint(str(run_id), ids)}')
         return rows[0]
 
     def runs(self) -> list[RunRow]:
@@ -751,7 +748,7 @@ def _flatten_into(out: dict[str, Any], config: Mapping[str, Any], prefix: str,
     for key, value in config.items():
         if check and not isinstance(key, str):
             where = f' under {prefix[:-1]!r}' if prefix else ''
-            raise TypeError(f'`config` keys must be str, got {_short(key)}{where}')
+            raise TypeError(f'`config` keys must be str, got {typed_repr(key)}{where}')
         dotted = f'{prefix}{key}'
         if isinstance(value, Mapping):
             _flatten_into(out, value, f'{dotted}.', check)
@@ -780,7 +777,7 @@ def _check_config_value(value: Any, key: str) -> Any:
     if isinstance(value, (list, tuple)):
         return json.loads(_to_json(list(value), f'config[{key!r}]'))
     raise TypeError(f'`config[{key!r}]` must be None, bool, int, float, str or a list, '
-                    f'got {_short(value)}: convert it, e.g. with str()')
+                    f'got {typed_repr(value)}: convert it, e.g. with str()')
 
 
 def _sql_config_value(value: Any) -> Any:
@@ -803,7 +800,7 @@ def _not_json(value: Any) -> Any:
         return int(value)
     if isinstance(value, numbers.Real):
         return float(value)
-    raise TypeError(f'cannot store {_short(value)}')
+    raise TypeError(f'cannot store {typed_repr(value)}')
 
 
 def _epoch_stats(name: str, stats: Any) -> tuple[float | None, float | None, int | None]:
@@ -828,7 +825,7 @@ def _to_float(value: Any, what: str) -> float | None:
     if type(value) is float:   # the common case, without the ABC check below
         return None if value != value else value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f'`{what}` must be a real number, got {_short(value)}')
+        raise TypeError(f'`{what}` must be a real number, got {typed_repr(value)}')
     value = float(value)
     return None if math.isnan(value) else value
 
@@ -840,32 +837,20 @@ def _from_sql_float(value: float | None) -> float:
 def _check_count(value: Any, what: str) -> None:
     if type(value) is not int and (isinstance(value, bool)
                                    or not isinstance(value, numbers.Integral)):
-        raise TypeError(f'`{what}` must be an int, got {_short(value)}')
+        raise TypeError(f'`{what}` must be an int, got {typed_repr(value)}')
     if value < 0:
         raise ValueError(f'`{what}` must be >= 0, got {value!r}')
 
 
 def _check_id(run_id: Any) -> None:
     if not isinstance(run_id, str):
-        raise TypeError(f'`run_id` must be a str, got {_short(run_id)}')
+        raise TypeError(f'`run_id` must be a str, got {typed_repr(run_id)}')
     if not run_id:
         raise ValueError('`run_id` must not be empty, got \'\'')
 
 
 def _check_name(name: Any, what: str) -> None:
     if not isinstance(name, str):
-        raise TypeError(f'`{what}` names must be str, got {_short(name)}')
+        raise TypeError(f'`{what}` names must be str, got {typed_repr(name)}')
     if not name:
         raise ValueError(f'`{what}` names must not be empty, got \'\'')
-
-
-def _suggest(word: str, choices: Iterable[str]) -> str:
-    close = get_close_matches(word, list(choices), n=5, cutoff=0.6)
-    return f'; close matches: {", ".join(close)}' if close else ''
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    if len(text) > limit:
-        text = text[:limit - 3] + '...'
-    return f'{text} ({type(value).__name__})'

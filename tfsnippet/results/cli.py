@@ -8,12 +8,12 @@ import math
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
-from difflib import get_close_matches
 from typing import IO, Any
 
 from ..experiment.query import (BoolOp, Comparison, Field, Node, Not, field_names,
                                 parse_order_by, parse_where, query)
 from ..experiment.store import ResultsStore, RunRow
+from ..utils.text import close_matches_hint
 
 __all__ = ['main', 'format_table', 'format_value']
 
@@ -108,10 +108,8 @@ def _list(args: argparse.Namespace, out: IO[str]) -> None:
             known = field_names(store.fields())
         for column in extra:
             if column.removeprefix('metrics.') not in known:
-                close = get_close_matches(column, known, n=5, cutoff=0.6)
-                hint = f'; close matches: {", ".join(close)}' if close else ''
                 raise ValueError(f'`--columns`: unknown field {column!r}: no run in '
-                                 f'{store.path!r} has it{hint}')
+                                 f'{store.path!r} has it{close_matches_hint(column, known)}')
     else:
         where = parse_where(args.where) if args.where and args.where.strip() else None
         extra = _fields_in(where)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from difflib import get_close_matches
 from typing import Any
 
-__all__ = ['short_repr', 'close_matches', 'close_matches_hint', 'did_you_mean']
+__all__ = ['short_repr', 'typed_repr', 'close_matches', 'close_matches_hint', 'did_you_mean']
 
 #: How close a word must be to be suggested (``difflib``'s ratio, 0 to 1).
 SUGGESTION_CUTOFF = 0.6
@@ -60,6 +60,19 @@ def short_repr(value: Any, limit: int = 80, *, with_type: bool = False) -> str:
     if len(text) > limit:
         text = text[:limit - 4] + '...' + text[-1]
     return f'{text} ({type(value).__name__})' if with_type else text
+
+
+def typed_repr(value: Any, limit: int = 80) -> str:
+    """:func:`short_repr` followed by the type's name: ``'1' (str)``, ``[1] (list)``.
+
+    For messages about values read from files or databases, where ``'1'``
+    and ``1`` would otherwise look alike.
+
+    Example:
+        >>> typed_repr('1'), typed_repr(1.5)
+        ("'1' (str)", '1.5 (float)')
+    """
+    return short_repr(value, limit, with_type=True)
 
 
 def _is_numpy_scalar(value: Any) -> bool:

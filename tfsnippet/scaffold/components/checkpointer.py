@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from ...utils.events import Every
 from ...utils.misc import warn_user
+from ...utils.status import PREEMPTED_EXIT_CODE
 from ...utils.validation import check_bool, check_positive_int, check_positive_number
 from ..checkpoint.export import WEIGHTS_SUFFIX, check_export_path, is_keras_model, write_export
 from ..checkpoint.io import AsyncSaveStats, CheckpointWriteError
@@ -41,10 +42,6 @@ class _LoopState(CheckpointSavableObject):
 
 #: Key of the loop's own state among the checkpointed objects.
 LOOP_STATE_KEY = '$$train_loop'
-
-#: What a preempted process exits with: 128 + SIGTERM, as a shell reports a process
-#: that SIGTERM ended, so a supervisor that restarts failed jobs restarts it.
-PREEMPTED_EXIT_CODE = 143
 
 
 class TrainingPreempted(SystemExit):
