@@ -32,10 +32,10 @@ DEFAULT_SUMMARY_SKIP_PATTERN = re.compile(r'.*(time|timer)$')
 #: The steps-per-second scalar written at the end of each epoch (TF's Supervisor name).
 STEPS_PER_SEC_TAG = 'global_step/sec'
 
-_BUFFER_LIMIT = 1024
+BUFFER_LIMIT = 1024
 
 
-def _as_summary_proto(summary: Any) -> summary_pb2.Summary:
+def as_summary_proto(summary: Any) -> summary_pb2.Summary:
     if isinstance(summary, summary_pb2.Summary):
         return summary
     if isinstance(summary, (bytes, bytearray)):
@@ -95,7 +95,7 @@ class SummaryWriter:
         Raises:
             TypeError: `summary` is neither.
         """
-        self._add(step, summary=_as_summary_proto(summary))
+        self._add(step, summary=as_summary_proto(summary))
 
     def add_graph(self, graph: Any) -> None:
         """Write a ``tf.Graph`` (or ``GraphDef``) for TensorBoard's graph view."""

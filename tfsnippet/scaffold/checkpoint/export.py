@@ -35,7 +35,7 @@ import tensorflow as tf
 from ...tfops.tf_vars import as_tf_variable, normalize_variables, variable_name
 from ...utils.validation import short_repr
 from ...tfops.var_io import assign_variables, read_variables
-from .store import TMP_PREFIX, _sync_dir, sync_file
+from .store import TMP_PREFIX, sync_dir, sync_file
 
 __all__ = ['export_weights', 'WEIGHTS_SUFFIX']
 
@@ -177,7 +177,7 @@ def _commit_file(tmp: str, path: str) -> None:
     """Fsync `tmp` and rename it over `path`, durably."""
     sync_file(tmp)
     os.replace(tmp, path)
-    _sync_dir(os.path.dirname(path))
+    sync_dir(os.path.dirname(path))
 
 
 def _export_model(path: str, model: Any, values: Values | None) -> None:

@@ -30,13 +30,12 @@ from ...tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, v
 from ...utils.validation import check_bool
 from ...tfops.var_io import assign_variables
 from .io import AsyncCheckpointWriter, AsyncSaveStats, HostBuffers, write_bundle
-from .store import TMP_PREFIX as _TMP_PREFIX  # noqa: F401  (components.checkpointer uses it)
 from .store import CheckpointStore, check_step
 
 __all__ = ['CheckpointSavableObject', 'CheckpointSaver', 'CheckpointError']
 
-_STATE_FILE = 'state.pkl'
-_VARS_PREFIX = 'variables'
+STATE_FILE = 'state.pkl'
+VARS_PREFIX = 'variables'
 _STATE_FORMAT = 1
 
 
@@ -388,8 +387,8 @@ class CheckpointSaver:
                   if isinstance(obj, CheckpointSavableObject)}
 
         def write(directory: str) -> None:
-            self._write_variables(var_dict, os.path.join(directory, _VARS_PREFIX), session)
-            with open(os.path.join(directory, _STATE_FILE), 'wb') as f:
+            self._write_variables(var_dict, os.path.join(directory, VARS_PREFIX), session)
+            with open(os.path.join(directory, STATE_FILE), 'wb') as f:
                 pickle.dump({'format': _STATE_FORMAT, 'step': step,
                              'variables': labels, 'objects': states},
                             f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -404,7 +403,7 @@ class CheckpointSaver:
             CheckpointError: The checkpoint's variables cannot be read, or
                 one of the registered variables is not among them.
         """
-        prefix = os.path.join(os.path.abspath(path), _VARS_PREFIX)
+        prefix = os.path.join(os.path.abspath(path), VARS_PREFIX)
         var_dict = self._variable_dict()
         try:
             reader = tf.train.load_checkpoint(prefix)
@@ -430,8 +429,8 @@ class CheckpointSaver:
 
         def write(directory: str) -> None:
             if names:
-                write_bundle(os.path.join(directory, _VARS_PREFIX), names, arrays)
-            with open(os.path.join(directory, _STATE_FILE), 'wb') as f:
+                write_bundle(os.path.join(directory, VARS_PREFIX), names, arrays)
+            with open(os.path.join(directory, STATE_FILE), 'wb') as f:
                 f.write(state)
 
         return writer.submit(step, write, copy_seconds=time.perf_counter() - start,
@@ -483,9 +482,9 @@ class CheckpointSaver:
         if self._writer is not None:
             self._writer.wait(raise_error=False)  # not while a save may prune it
         path = os.path.abspath(path)
-        state_path = os.path.join(path, _STATE_FILE)
+        state_path = os.path.join(path, STATE_FILE)
         if not os.path.isfile(state_path):
-            raise FileNotFoundError(f'No checkpoint at {path!r} (no {_STATE_FILE} in it)')
+            raise FileNotFoundError(f'No checkpoint at {path!r} (no {STATE_FILE} in it)')
         try:
             with open(state_path, 'rb') as f:
                 saved = pickle.load(f)
@@ -494,7 +493,7 @@ class CheckpointSaver:
         except Exception as e:
             raise CheckpointError(f'Cannot read the checkpoint state {state_path!r}: {e}') from e
         var_dict = self._variable_dict()
-        prefix = os.path.join(path, _VARS_PREFIX)
+        prefix = os.path.join(path, VARS_PREFIX)
         saved_shapes: dict[str, list[int]] = {}
         if saved.get('variables'):
             try:

@@ -551,7 +551,7 @@ class CheckpointStore:
 
     def _sync_dir(self, path: str | None = None) -> None:
         if self._durable:
-            _sync_dir(self._save_dir if path is None else path)
+            sync_dir(self._save_dir if path is None else path)
 
 
 def check_step(step: Any, name: str = 'step') -> int:
@@ -629,7 +629,7 @@ def _remove(path: str) -> None:
             pass
 
 
-def _sync_dir(path: str) -> None:
+def sync_dir(path: str) -> None:
     """Fsync a directory, so that the renames inside it survive an OS crash."""
     if os.name == 'nt':       # directories cannot be opened for fsync on Windows
         return
@@ -654,4 +654,4 @@ def _sync_tree(root: str) -> None:
     for directory, _, files in os.walk(root, topdown=False):
         for name in files:
             sync_file(os.path.join(directory, name))
-        _sync_dir(directory)
+        sync_dir(directory)

@@ -47,7 +47,7 @@ import tensorflow as tf
 
 from ...tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
 from ...tfops.var_io import assign_variables
-from .saver import _STATE_FILE, _VARS_PREFIX, CheckpointError, CheckpointSaver
+from .saver import STATE_FILE, VARS_PREFIX, CheckpointError, CheckpointSaver
 
 __all__ = ['warm_start', 'WarmStartReport', 'WarmStartEntry']
 
@@ -207,7 +207,7 @@ def _load_reader(prefix: str) -> Any:
 
 
 def _open_tfsnippet(path: str) -> _Source:
-    state_path = os.path.join(path, _STATE_FILE)
+    state_path = os.path.join(path, STATE_FILE)
     try:
         with open(state_path, 'rb') as f:
             state = pickle.load(f)
@@ -216,7 +216,7 @@ def _open_tfsnippet(path: str) -> _Source:
             raise TypeError(f'its "variables" is a {type(labels).__name__}, not a dict')
     except Exception as e:
         raise CheckpointError(f'Cannot read the checkpoint state {state_path!r}: {e}') from e
-    prefix = os.path.join(path, _VARS_PREFIX)
+    prefix = os.path.join(path, VARS_PREFIX)
     if not os.path.isfile(prefix + '.index'):   # a checkpoint of no variables
         return _Source(path, 'tfsnippet', {}, {}, {}, lambda wanted: [])
     return _from_reader(path, 'tfsnippet', prefix, _load_reader(prefix),
@@ -225,7 +225,7 @@ def _open_tfsnippet(path: str) -> _Source:
 
 def _open_tf_prefix(prefix: str) -> _Source:
     directory, base = os.path.split(prefix)
-    if base == _VARS_PREFIX and os.path.isfile(os.path.join(directory, _STATE_FILE)):
+    if base == VARS_PREFIX and os.path.isfile(os.path.join(directory, STATE_FILE)):
         return _open_tfsnippet(directory)   # the variables of a tfsnippet checkpoint
     reader = _load_reader(prefix)
     if _OBJECT_GRAPH_KEY in reader.get_variable_to_shape_map():
@@ -276,7 +276,7 @@ def _latest_tfsnippet(save_dir: str) -> str | None:
         m = re.fullmatch(r'(.+)-\d+', entry.name)
         # names starting with '.' are the store's temporaries, displaced or doomed copies
         if (m and entry.is_dir() and not entry.name.startswith('.') and
-                os.path.isfile(os.path.join(entry.path, _STATE_FILE))):
+                os.path.isfile(os.path.join(entry.path, STATE_FILE))):
             filenames.add(m.group(1))
     if not filenames:
         return None
@@ -314,7 +314,7 @@ def _open_source(source: Any) -> _Source:
     expected = ('a tfsnippet checkpoint, a tf.train.Checkpoint or TF1 Saver checkpoint '
                 '(prefix or directory) or a Keras .weights.h5 file')
     if os.path.isdir(path):
-        found = (path if os.path.isfile(os.path.join(path, _STATE_FILE)) else
+        found = (path if os.path.isfile(os.path.join(path, STATE_FILE)) else
                  _latest_tfsnippet(path) or
                  _latest_tfsnippet(os.path.join(path, 'checkpoint')))
         if found:

@@ -17,9 +17,9 @@ from ...utils.status import PREEMPTED_EXIT_CODE
 from ...utils.validation import check_bool, check_positive_int, check_positive_number
 from ..checkpoint.export import WEIGHTS_SUFFIX, check_export_path, is_keras_model, write_export
 from ..checkpoint.io import AsyncSaveStats, CheckpointWriteError
-from ..checkpoint.saver import (_STATE_FILE, _TMP_PREFIX, CheckpointSavableObject,
-                                CheckpointSaver, check_checkpoint_objects)
-from ..checkpoint.store import CheckpointStore
+from ..checkpoint.saver import (STATE_FILE, CheckpointSavableObject, CheckpointSaver,
+                                check_checkpoint_objects)
+from ..checkpoint.store import TMP_PREFIX, CheckpointStore
 from ..event_keys import EventKeys
 from ..metrics.monitor import Monitor, loop_monitor
 from .base import LoopComponent
@@ -138,7 +138,7 @@ class Checkpointer(LoopComponent):
                 f'`restore_checkpoint` must be True, False or a checkpoint path, got {restore!r}')
         if not isinstance(restore, bool):
             restore = os.path.abspath(restore)
-            if not os.path.isfile(os.path.join(restore, _STATE_FILE)):
+            if not os.path.isfile(os.path.join(restore, STATE_FILE)):
                 raise ValueError(
                     f'`restore_checkpoint` must be True, False or the path of an existing '
                     f'checkpoint, but {restore!r} is not a checkpoint')
@@ -205,7 +205,7 @@ class Checkpointer(LoopComponent):
         save_dir = os.path.join(self._dir, 'checkpoint')
         try:
             os.makedirs(save_dir, exist_ok=True)
-            probe = os.path.join(save_dir, f'{_TMP_PREFIX}probe-{uuid.uuid4().hex}')
+            probe = os.path.join(save_dir, f'{TMP_PREFIX}probe-{uuid.uuid4().hex}')
             with open(probe, 'wb') as f:
                 f.write(b'ok')
             os.remove(probe)

@@ -17,8 +17,8 @@ from ...tfops.var_io import read_variables
 from ..event_keys import EventKeys
 from ..metrics.values import to_float
 from ..summary_collector import histogram_summary
-from ..summary_writer import (_BUFFER_LIMIT, DEFAULT_SUMMARY_SKIP_PATTERN, STEPS_PER_SEC_TAG,
-                              CommitSchedules, SummaryWriter, _as_summary_proto,
+from ..summary_writer import (BUFFER_LIMIT, DEFAULT_SUMMARY_SKIP_PATTERN, STEPS_PER_SEC_TAG,
+                              CommitSchedules, SummaryWriter, as_summary_proto,
                               check_skip_pattern, check_summary_writer)
 from .base import LoopComponent
 
@@ -93,7 +93,7 @@ class SummaryLogger(LoopComponent):
                 continue
             if self._commits.due(name):
                 buffer.append((step, tag, name, value))
-        if len(buffer) >= _BUFFER_LIMIT:
+        if len(buffer) >= BUFFER_LIMIT:
             self.flush()
 
     def _on_stats(self, loop: Any, stats: Mapping[str, Any]) -> None:
@@ -122,7 +122,7 @@ class SummaryLogger(LoopComponent):
         if self._silent:
             return
         self.flush()
-        self._write(_as_summary_proto(summary), step)
+        self._write(as_summary_proto(summary), step)
 
     def _write(self, summary: summary_pb2.Summary, step: int) -> None:
         if isinstance(self._writer, SummaryWriter):

@@ -9,7 +9,7 @@ from ...backend.distributed import PendingValue, is_distributed_value
 from ...utils.events import NO_COUNTERS, Counters, Every
 from ...utils.statistics import StatisticsCollector
 from ...utils.validation import short_repr
-from .values import _PENDING_LIMIT, _move_pending, check_metric_value, to_float
+from .values import PENDING_LIMIT, move_pending, check_metric_value, to_float
 
 __all__ = ['MetricBook']
 
@@ -167,16 +167,16 @@ class MetricBook:
     def _reduce_step_values(self) -> None:
         for name, values in self.step_pending.items():
             if values:
-                _move_pending(name, values, (self._step_stats, self._epoch_stats))
+                move_pending(name, values, (self._step_stats, self._epoch_stats))
 
     def compact(self) -> None:
         """Reduce long lists of pending values, bounding memory."""
         for name, values in self.step_pending.items():
-            if len(values) >= _PENDING_LIMIT:
-                _move_pending(name, values, (self._step_stats, self._epoch_stats))
+            if len(values) >= PENDING_LIMIT:
+                move_pending(name, values, (self._step_stats, self._epoch_stats))
         for name, values in self.epoch_pending.items():
-            if len(values) >= _PENDING_LIMIT:
-                _move_pending(name, values, (self._epoch_stats,))
+            if len(values) >= PENDING_LIMIT:
+                move_pending(name, values, (self._epoch_stats,))
 
     def step_stats(self) -> dict[str, StatisticsCollector]:
         """The statistics since the last step-level clear."""
@@ -192,7 +192,7 @@ class MetricBook:
     def _reduce_outside_values(self) -> None:
         for name, values in self.epoch_pending.items():
             if values:
-                _move_pending(name, values, (self._epoch_stats, self._outside_stats))
+                move_pending(name, values, (self._epoch_stats, self._outside_stats))
 
     def step_line_stats(self) -> dict[str, StatisticsCollector]:
         """What a step-level log line shows: the step statistics, and the values
@@ -207,7 +207,7 @@ class MetricBook:
         they stay in its statistics and leave the step lines."""
         for name, values in self.epoch_pending.items():
             if values:
-                _move_pending(name, values, (self._epoch_stats,))
+                move_pending(name, values, (self._epoch_stats,))
         self._outside_stats.clear()
 
     def seen(self, name: str) -> bool:

@@ -35,7 +35,7 @@ _NUMERIC_KINDS = frozenset('biuf')
 # (when logs are printed, or after this many values), so that collecting a
 # metric costs a list append and an eager tensor is not copied to the host
 # on every step.
-_PENDING_LIMIT = 1024
+PENDING_LIMIT = 1024
 
 
 def check_metric_value(name: str, value: Any) -> Any:
@@ -157,7 +157,7 @@ def _reduce(name: str, values: list[Any]) -> StatisticsCollector:
     return stats
 
 
-def _move_pending(name: str, values: list[Any],
+def move_pending(name: str, values: list[Any],
                   targets: tuple[dict[str, StatisticsCollector], ...]) -> None:
     """Reduce the pending `values` of metric `name` into each of `targets`, then empty them."""
     chunk = _reduce(name, values)
