@@ -20,13 +20,14 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any, Generic, TypeVar
 
+from ..utils.files import write_json
 from ..utils.status import PREEMPTED_EXIT_CODE, status_of_exit
 from ..utils.text import close_matches_hint, typed_repr
 from .config import (all_paths, config_from_dict, config_to_dict, is_config_class,
                      is_config_instance, parse_config)
 from .mlflow_mirror import mlflow_mirror_of
 from .sinks import StoreSink, check_sinks, report_sink_error
-from .store import ResultsStore, flatten_config, write_json
+from .store import ResultsStore, flatten_config
 
 __all__ = ['Experiment', 'RunResults', 'current_experiment', 'PREEMPTED_EXIT_CODE',
            'CONFIG_FILE', 'RESULT_FILE', 'RUN_FILE', 'CONSOLE_FILE']

@@ -11,9 +11,10 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
+from ..utils.files import write_json
 from ..utils.status import RUN_STATUSES
 from ..utils.text import typed_repr
-from .store import flatten_config, write_json
+from .store import flatten_config
 
 try:
     import fcntl

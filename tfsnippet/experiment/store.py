@@ -9,7 +9,6 @@ import os
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,79 +18,15 @@ from typing import Any, Union
 
 from ..utils.status import RUN_STATUSES, STALE
 from ..utils.text import close_matches_hint, typed_repr
+from .store_sql import (DB_FILENAME, IN_CHUNK, RUN_COLUMNS, SCHEMA_SQL, SCHEMA_VERSION,
+                        UPSERT_EPOCH_METRIC, UPSERT_RESULT_METRIC)
 
 __all__ = ['ResultsStore', 'RunRow', 'EpochRow', 'RUN_STATUSES', 'STALE', 'DB_FILENAME',
            'SCHEMA_VERSION', 'flatten_config']
 
-DB_FILENAME = 'results.sqlite'
-"""The name of the database file inside a store's root directory."""
-
-SCHEMA_VERSION = 1
-"""The layout of the database, kept in SQLite's ``user_version``."""
-
 #: The statistics of one metric over one epoch, as given to `log_epoch_metrics`.
 EpochStats = Union[float, Mapping[str, Any]]
 
-_SCHEMA = """
-CREATE TABLE runs (
-    run_id    TEXT PRIMARY KEY,
-    name      TEXT NOT NULL,
-    status    TEXT NOT NULL,
-    created   REAL NOT NULL,
-    heartbeat REAL NOT NULL,
-    ended     REAL,
-    epoch     INTEGER,
-    step      INTEGER,
-    config    TEXT NOT NULL,
-    meta      TEXT NOT NULL
-);
-CREATE INDEX runs_by_created ON runs (created, run_id);
-CREATE TABLE config (
-    run_id TEXT NOT NULL, key TEXT NOT NULL, value,
-    PRIMARY KEY (run_id, key)
-) WITHOUT ROWID;
-CREATE TABLE epochs (
-    run_id TEXT NOT NULL, epoch INTEGER NOT NULL, name TEXT NOT NULL,
-    step INTEGER NOT NULL, mean REAL, std REAL, count INTEGER,
-    PRIMARY KEY (run_id, epoch, name)
-) WITHOUT ROWID;
-CREATE TABLE metrics (
-    run_id TEXT NOT NULL, name TEXT NOT NULL, value REAL,
-    epoch INTEGER, source TEXT NOT NULL,
-    PRIMARY KEY (run_id, name)
-) WITHOUT ROWID;
-CREATE TABLE best (
-    run_id TEXT NOT NULL, name TEXT NOT NULL, value REAL,
-    PRIMARY KEY (run_id, name)
-) WITHOUT ROWID;
-CREATE TABLE results (
-    run_id TEXT NOT NULL, name TEXT NOT NULL, value REAL,
-    PRIMARY KEY (run_id, name)
-) WITHOUT ROWID;
-CREATE INDEX config_by_value ON config (key, value);
-CREATE INDEX metrics_by_value ON metrics (name, value);
-CREATE INDEX best_by_value ON best (name, value);
-CREATE INDEX results_by_value ON results (name, value);
-CREATE TABLE fields (
-    kind TEXT NOT NULL, name TEXT NOT NULL,
-    PRIMARY KEY (kind, name)
-) WITHOUT ROWID;
-"""
-
-# Latest epoch value of a metric; a final result of the same name is never replaced.
-_UPSERT_EPOCH_METRIC = """
-INSERT INTO metrics (run_id, name, value, epoch, source) VALUES (?, ?, ?, ?, 'epoch')
-ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value, epoch = excluded.epoch
-WHERE metrics.source = 'epoch' AND excluded.epoch >= metrics.epoch
-"""
-_UPSERT_RESULT_METRIC = """
-INSERT INTO metrics (run_id, name, value, epoch, source) VALUES (?, ?, ?, NULL, 'results')
-ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value, epoch = NULL,
-    source = 'results'
-"""
-
-_RUN_COLUMNS = 'run_id, name, status, created, heartbeat, ended, epoch, step, config, meta'
-_CHUNK = 500   # run ids per `IN (...)` list, well under SQLite's limit on bound parameters
 
 
 @dataclass(frozen=True)
@@ -332,7 +267,7 @@ class ResultsStore:
             try:
                 # another process may have created it while we waited for the lock
                 if conn.execute('PRAGMA user_version').fetchone()[0] == 0:
-                    for statement in _SCHEMA.split(';'):
+                    for statement in SCHEMA_SQL.split(';'):
                         if statement.strip():
                             conn.execute(statement)
                     conn.execute(f'PRAGMA user_version = {SCHEMA_VERSION:d}')
@@ -562,7 +497,7 @@ class ResultsStore:
             conn.executemany(
                 'INSERT OR REPLACE INTO epochs (run_id, epoch, name, step, mean, std, count) '
                 'VALUES (?, ?, ?, ?, ?, ?, ?)', rows)
-            conn.executemany(_UPSERT_EPOCH_METRIC,
+            conn.executemany(UPSERT_EPOCH_METRIC,
                              [(run_id, n, v, e) for n, (e, v) in latest.items()])
             conn.execute('UPDATE runs SET epoch = ?, step = ? WHERE run_id = ? '
                          'AND (epoch IS NULL OR epoch <= ?)',
@@ -602,7 +537,7 @@ class ResultsStore:
             conn.executemany(f'INSERT OR REPLACE INTO {table} (run_id, name, value) '
                              f'VALUES (?, ?, ?)', rows)
             if table == 'results':
-                conn.executemany(_UPSERT_RESULT_METRIC, rows)
+                conn.executemany(UPSERT_RESULT_METRIC, rows)
             self._register_fields(conn, table, values)
 
     # ---------------------------------------------------------------- reading
@@ -675,11 +610,11 @@ class ResultsStore:
         runs: dict[str, tuple[Any, ...]] = {}
         values: dict[str, dict[str, dict[str, float]]] = {
             'metrics': {}, 'best': {}, 'results': {}}
-        for start in range(0, len(run_ids), _CHUNK):
-            chunk = list(run_ids[start:start + _CHUNK])
+        for start in range(0, len(run_ids), IN_CHUNK):
+            chunk = list(run_ids[start:start + IN_CHUNK])
             marks = ', '.join('?' * len(chunk))
             for row in conn.execute(
-                    f'SELECT {_RUN_COLUMNS} FROM runs WHERE run_id IN ({marks})', chunk):
+                    f'SELECT {RUN_COLUMNS} FROM runs WHERE run_id IN ({marks})', chunk):
                 runs[row[0]] = row
             for table, by_run in values.items():
                 last: str | None = None
@@ -709,23 +644,6 @@ class ResultsStore:
 
 
 # ------------------------------------------------------------------ helpers
-def write_json(path: str, data: Any) -> None:
-    """Write `data` as JSON atomically and durably: a temporary file beside `path`,
-    fsynced, then ``os.replace`` over `path`; a failed write leaves `path` as it
-    was and no temporary file behind."""
-    tmp = f'{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}'
-    try:
-        with open(tmp, 'w', encoding='utf-8') as f:
-            json.dump(data, f, indent=2, sort_keys=False, default=str)
-            f.write('\n')
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def flatten_config(config: Mapping[str, Any], *, check: bool = True) -> dict[str, Any]:
     """Flatten a nested config to dotted keys: ``{'a': {'b': 1}}`` -> ``{'a.b': 1}``.
 

@@ -1,12 +1,15 @@
-"""File-system helpers of classic scripts: temporary directories, makedirs and a file walker."""
+"""File-system helpers: temporary directories, makedirs, a file walker and durable JSON writes."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+import uuid
 from collections.abc import Iterator
+from typing import Any
 
-__all__ = ['TemporaryDirectory', 'makedirs', 'iter_files']
+__all__ = ['TemporaryDirectory', 'makedirs', 'iter_files', 'write_json']
 
 #: The standard library's :class:`tempfile.TemporaryDirectory` (the classic name).
 TemporaryDirectory = tempfile.TemporaryDirectory
@@ -72,3 +75,20 @@ def check_writable_dir(path: str | os.PathLike[str], arg_name: str) -> None:
     except OSError as e:
         raise ValueError(f'`{arg_name}` {os.fspath(path)!r} is not a writable directory: '
                          f'{e.strerror or e}') from e
+
+
+def write_json(path: str, data: Any) -> None:
+    """Write `data` as JSON atomically and durably: a temporary file beside `path`,
+    fsynced, then ``os.replace`` over `path`; a failed write leaves `path` as it
+    was and no temporary file behind."""
+    tmp = f'{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}'
+    try:
+        with open(tmp, 'w', encoding='utf-8') as f:
+            json.dump(data, f, indent=2, sort_keys=False, default=str)
+            f.write('\n')
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
