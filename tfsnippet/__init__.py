@@ -17,7 +17,7 @@ __version__ = '0.3.0.dev0'
 
 #: The subpackages, reachable as ``spt.<name>``.
 _SUBPACKAGES = ('backend', 'dataflows', 'distributed', 'experiment', 'results', 'scaffold',
-                'trainer', 'utils')
+                'tfops', 'trainer', 'utils')
 
 #: ``spt.<name>`` -> the subpackage that defines it.
 _EXPORTS: dict[str, str] = {
@@ -66,7 +66,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
     from . import (backend, dataflows, distributed, experiment, results,  # noqa: F401
-                   scaffold, trainer, utils)
+                   scaffold, tfops, trainer, utils)
     from .dataflows import DataFlow, DataMapper, SlidingWindow  # noqa: F401
     from .experiment import *  # noqa: F401,F403
     from .scaffold import *  # noqa: F401,F403

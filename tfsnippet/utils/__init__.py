@@ -21,15 +21,15 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(['ContextStack', 'maybe_close'], '.contexts'),
     **dict.fromkeys(['deprecated', 'deprecated_arg'], '.deprecation'),
     **dict.fromkeys(['EventHandle', 'EventSource', 'Every'], '.events'),
-    **dict.fromkeys(['TemporaryDirectory', 'iter_files', 'makedirs'], '.files'),
+    **dict.fromkeys(['TemporaryDirectory', 'iter_files', 'makedirs', 'write_json'], '.files'),
     **dict.fromkeys(['ETA', 'humanize_duration'], '.misc'),
     'camel_to_underscore': '.naming',
     **dict.fromkeys(['generate_random_seed', 'make_random_state'], '.rng'),
     'StatisticsCollector': '.statistics',
     **dict.fromkeys(['PREEMPTED_EXIT_CODE', 'RUN_STATUSES', 'FINISH_STATUSES',
                      'status_of_exit'], '.status'),
-    **dict.fromkeys(['short_repr', 'close_matches', 'close_matches_hint', 'did_you_mean'],
-                    '.text'),
+    **dict.fromkeys(['short_repr', 'typed_repr', 'close_matches', 'close_matches_hint',
+                     'did_you_mean'], '.text'),
     **dict.fromkeys(['check_positive_int', 'check_positive_number', 'check_bool'],
                     '.validation'),
     # the TensorFlow helpers, in tfsnippet.tfops
@@ -73,12 +73,13 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .contexts import ContextStack, maybe_close  # noqa: F401
     from .deprecation import deprecated, deprecated_arg  # noqa: F401
     from .events import EventHandle, EventSource, Every  # noqa: F401
-    from .files import TemporaryDirectory, iter_files, makedirs  # noqa: F401
+    from .files import TemporaryDirectory, iter_files, makedirs, write_json  # noqa: F401
     from .misc import ETA, humanize_duration  # noqa: F401
     from .naming import camel_to_underscore  # noqa: F401
     from .rng import generate_random_seed, make_random_state  # noqa: F401
     from .statistics import StatisticsCollector  # noqa: F401
     from .status import (FINISH_STATUSES, PREEMPTED_EXIT_CODE, RUN_STATUSES,  # noqa: F401
                          status_of_exit)
-    from .text import close_matches, close_matches_hint, did_you_mean, short_repr  # noqa: F401
+    from .text import (close_matches, close_matches_hint, did_you_mean, short_repr,  # noqa: F401
+                       typed_repr)
     from .validation import check_bool, check_positive_int, check_positive_number  # noqa: F401

@@ -276,8 +276,8 @@ def _infer_field(name: str, value: Any, where: str) -> FieldSpec:
         if item_base is not None:
             field = FieldSpec(name, kind=FieldKind(item_base, is_list=True))
             return dataclasses.replace(field, default=check_value(field, value, where))
-        raise TypeError(f'cannot infer the item type of `{where}` from {short_repr(value)}: declare '
-                        'it as ConfigField(list[int], default=...) or similar')
+        raise TypeError(f'cannot infer the item type of `{where}` from {short_repr(value)}: '
+                        'declare it as ConfigField(list[int], default=...) or similar')
     if value is None:
         raise TypeError(f'cannot infer the type of `{where}` from its default None: declare it '
                         'as ConfigField(<type>, nullable=True)')
@@ -579,7 +579,8 @@ def config_to_dict(config: Any) -> dict[str, Any]:
         TypeError: `config` is not a Config or dataclass instance.
     """
     if not is_config_instance(config):
-        raise TypeError(f'`config` must be a Config or dataclass instance, got {short_repr(config)}')
+        raise TypeError(f'`config` must be a Config or dataclass instance, '
+                        f'got {short_repr(config)}')
     out: dict[str, Any] = {}
     for name, field in schema_of(type(config)).items():
         value = getattr(config, name)
