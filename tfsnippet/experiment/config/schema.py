@@ -403,7 +403,7 @@ def merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]
 
 
 def leaves(values: Mapping[str, Any],
-            path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+           path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
     for key, value in values.items():
         if isinstance(value, dict):
             yield from leaves(value, path + (key,))
@@ -515,7 +515,7 @@ class Config:
                 setattr(self, name, values[name])
             elif field.section is not None:
                 section = build(field.section, defaults_of(field.section)
-                                 if field.default is MISSING else field.default)
+                                if field.default is MISSING else field.default)
                 _adopt(section, name)
                 object.__setattr__(self, name, section)
             else:

@@ -9,7 +9,7 @@ from ...backend.distributed import PendingValue, is_distributed_value
 from ...utils.events import NO_COUNTERS, Counters, Every
 from ...utils.statistics import StatisticsCollector
 from ...utils.validation import short_repr
-from .values import PENDING_LIMIT, move_pending, check_metric_value, to_float
+from .values import PENDING_LIMIT, check_metric_value, move_pending, to_float
 
 __all__ = ['MetricBook']
 

@@ -158,7 +158,7 @@ def _reduce(name: str, values: list[Any]) -> StatisticsCollector:
 
 
 def move_pending(name: str, values: list[Any],
-                  targets: tuple[dict[str, StatisticsCollector], ...]) -> None:
+                 targets: tuple[dict[str, StatisticsCollector], ...]) -> None:
     """Reduce the pending `values` of metric `name` into each of `targets`, then empty them."""
     chunk = _reduce(name, values)
     values.clear()
