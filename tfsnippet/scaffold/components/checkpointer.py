@@ -417,7 +417,7 @@ class Checkpointer(LoopComponent):
         objects[LOOP_STATE_KEY] = _LoopState(loop)
         self._saver = CheckpointSaver(
             variables, os.path.join(self._dir, 'checkpoint'), objects=objects,
-            max_to_keep=self._max_to_keep, asynchronous=self._async)
+            max_to_keep=self._max_to_keep, asynchronous=self._async, strict=True)
         self._async_stats = self._saver.async_stats
         if chief:   # the other workers only read
             self._saver.remove_stale_temporaries()
