@@ -879,3 +879,18 @@ def test_run_prints_the_parameter_table_once_after_the_users_own_call(fake_clock
         tables = [line for line in lines if line.startswith('Trainable Parameters')]
         assert len(tables) == 1, lines
         assert lines[0].startswith('Trainable Parameters')
+
+
+def test_an_annealed_learning_rate_logged_as_a_metric(fake_clock):
+    # the eager twin of the graph `metrics={'lr': lr}`: the step function returns it
+    lr = spt.AnnealingVariable('lr', .04, .5)
+    lines = []
+    with make_loop(lines, fake_clock, max_epoch=3) as loop:
+        trainer = spt.Trainer(loop, lambda x: {'loss': x, 'lr': lr},
+                              data_flow=scalar_batches([1., 2.]))
+        trainer.anneal_after(lr, epochs=1)
+        trainer.log_after_epochs(freq=1)
+        trainer.run()
+    epoch_lines = [line for line in lines if line.startswith('[Epoch')]
+    assert [re.search(r'lr: ([^ ;]+)', line).group(1) for line in epoch_lines] == \
+        ['0.04', '0.02', '0.01']
