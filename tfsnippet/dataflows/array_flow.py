@@ -78,11 +78,11 @@ class ArrayFlow(ExtraInfoDataFlow):
     Raises:
         ValueError: `arrays` is empty, holds arrays of different lengths or
             0-d arrays; `batch_size` is not positive.
-
-    With `skip_incomplete` and fewer rows than `batch_size` the flow is empty,
-    as in the classic version (a loop then says that the epoch had no data).
         TypeError: An entry of `arrays` is not array-like, or `random_state`
             has the wrong type.
+
+    With `skip_incomplete` and fewer rows than `batch_size` the flow is empty,
+    as in the classic version (a loop then says that the epoch got no step).
     """
 
     def __init__(self, arrays: Sequence[np.ndarray], batch_size: int, shuffle: bool = False,
