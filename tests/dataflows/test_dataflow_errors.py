@@ -68,11 +68,12 @@ def test_non_positive_batch_size_of_seq():
         DataFlow.seq(0, 5, batch_size=0)
 
 
-def test_skip_incomplete_with_fewer_rows_than_a_batch():
-    with pytest.raises(ValueError, match=re.escape(
-            '`skip_incomplete=True` with 3 rows and `batch_size` 5 gives no batch at all: '
-            'every epoch would be empty')):
-        DataFlow.arrays([np.arange(3)], 5, skip_incomplete=True)
+def test_skip_incomplete_with_fewer_rows_than_a_batch_is_an_empty_flow():
+    # classic: an empty flow, not an error
+    flow = DataFlow.arrays([np.arange(3)], 5, skip_incomplete=True)
+    assert list(flow) == [] and list(flow) == []
+    assert list(DataFlow.arrays([np.arange(4)], 5, shuffle=True, skip_incomplete=True,
+                                random_state=1)) == []
 
 
 def test_seq_flow_without_batch_size():

@@ -101,6 +101,8 @@ def test_experiment_writes_config_command_versions_console_and_results(tmp_path,
     assert row.results == {'test_acc': 0.75, 'n_params': 10., 'extra': 1.5}
     assert row.best == {'valid_loss': 1.0}
     assert row.meta['argv'] == info['argv'] and row.meta['run_dir'] == str(run_dir)
+    # the store keeps the status (and id, name) itself: no stale start-time copy in the meta
+    assert not {'status', 'run_id', 'name'} & set(row.meta)
 
 
 def test_git_commit_is_recorded_from_the_scripts_checkout_and_absent_without_git(
@@ -536,13 +538,23 @@ def test_an_unwritable_root_is_refused_when_entered(tmp_path):
     assert current_experiment() is None
 
 
-def test_resume_of_an_unknown_run_id_names_the_close_ones(tmp_path):
+def test_resume_of_an_unknown_run_id_names_the_close_ones(tmp_path, capsys):
     with spt.Experiment(RunConfig, root=tmp_path, name='lr-0.1', args=[], hparams=False):
         pass
-    with pytest.raises(ValueError, match=re.escape(
-            f"`--resume`: no run 'lr-0.2' in {str(tmp_path)!r} (no lr-0.2/config.json); "
-            f"close matches: lr-0.1")):
+    capsys.readouterr()
+    # an option error like the others: usage and message on stderr, exit status 2
+    with pytest.raises(SystemExit) as e:
         spt.Experiment(RunConfig, root=tmp_path, args=['--resume', 'lr-0.2'])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith('usage: ')
+    assert err.endswith(
+        f"error: `--resume`: no run 'lr-0.2' in {str(tmp_path)!r} (no lr-0.2/config.json); "
+        f"close matches: lr-0.1\n")
+    with pytest.raises(SystemExit) as e:
+        spt.Experiment(RunConfig, root=tmp_path, args=['--resume', '../up'])
+    assert e.value.code == 2
+    assert 'error: `--resume` must be a run id of letters' in capsys.readouterr().err
 
 
 def test_a_malformed_run_name_is_refused(tmp_path):

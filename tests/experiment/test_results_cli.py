@@ -149,6 +149,34 @@ def test_show_prints_everything_about_a_run(root, capsys):
     ]
 
 
+def test_show_without_epochs_says_how_many_and_how_to_see_them(root, capsys):
+    status, out, _ = run(capsys, root, 'show', 'r1')
+    assert status == 0
+    assert out.splitlines()[-2:] == [
+        '', 'epochs: 2 recorded (`--epochs` shows the mean of each metric at each epoch)']
+    assert 'epochs (means)' not in out
+
+
+def test_show_leaves_out_the_start_time_copies_and_shows_times_as_dates(tmp_path, fake_clock,
+                                                                        capsys):
+    # what stores written before the fix hold in the meta: a copy of the status
+    # as it was at the start, and the start time in seconds
+    with ResultsStore(tmp_path, clock=fake_clock) as s:
+        s.start_run('r1', 'base', {'seed': 1},
+                    {'run_id': 'r1', 'name': 'base', 'status': 'running', 'host': 'node-1',
+                     'started': 1795710000.5, 'starts': [{'time': 1795700000.0},
+                                                         {'time': 1795710000.5}]})
+        s.set_status('r1', 'completed')
+    status, out, _ = run(capsys, tmp_path, 'show', 'r1')
+    assert status == 0
+    lines = out.splitlines()
+    assert [line for line in lines if 'status' in line] == ['status     completed']
+    meta = lines[lines.index('meta') + 1:lines.index('metrics') - 1]
+    assert meta == ['  host     node-1',
+                    '  started  2026-11-26T16:20:00+00:00',
+                    '  starts   2026-11-26T13:33:20+00:00, 2026-11-26T16:20:00+00:00']
+
+
 # --------------------------------------------------------------- compare
 def test_compare_shows_differing_config_then_metrics_side_by_side(root, capsys):
     status, out, _ = run(capsys, root, 'compare', 'r1', 'r2', 'r3')

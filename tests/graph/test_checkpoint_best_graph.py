@@ -116,6 +116,12 @@ def test_export_best_is_a_tf1_checkpoint_of_the_best_weights(tmp_path):
     assert not [n for n in os.listdir(target) if n.startswith('.tmp-')]
 
 
+def test_export_best_inside_a_checkpoint_dir_the_loop_creates(tmp_path):
+    target = tmp_path / 'run' / 'best'         # `run` does not exist yet
+    run(tmp_path / 'run', VALID, 6, export_best=str(target))
+    np.testing.assert_array_equal(read_back(str(target)), [4., 4., 4.])
+
+
 def test_export_with_early_stopping_equals_the_restored_weights(tmp_path):
     final = run(tmp_path / 'run', VALID, 6, early_stopping=True, export_best=str(tmp_path / 'b'))
     np.testing.assert_array_equal(read_back(str(tmp_path / 'b')), final)
@@ -139,5 +145,5 @@ def test_export_path_errors(session, tmp_path):
     with pytest.raises(ValueError, match='^`path` .* is in a directory that does not exist'):
         spt.export_weights(str(tmp_path / 'no' / 'out'), [w])
     with pytest.raises(ValueError, match='^`export_best` .* is in a directory that does not '):
-        spt.TrainLoop([w], checkpoint_dir=str(tmp_path), checkpoint_keep_best=True,
+        spt.TrainLoop([w], checkpoint_dir=str(tmp_path / 'run'), checkpoint_keep_best=True,
                       export_best=str(tmp_path / 'no' / 'out'))

@@ -306,3 +306,95 @@ def test_an_evaluator_of_a_constant_metric():
     assert evaluator.last_metrics_dict == {'valid_loss': 12.0}
     assert lines[0].endswith('valid loss: 12 (*)')
 
+
+
+# ------------------------------------------------------------ issue 22: classic scripts that broke
+def test_trainer_logs_an_annealed_learning_rate_as_a_metric():
+    x, y, w, loss = build_regression()
+    lr = spt.AnnealingVariable('learning_rate', .04, .5)
+    train_op = v1.train.GradientDescentOptimizer(lr).minimize(loss)
+    xs, ys = regression_data(20, seed=6)
+    flow = spt.DataFlow.arrays([xs, ys], batch_size=10)
+    lines = []
+    with spt.utils.create_session():
+        spt.utils.ensure_variables_initialized()
+        with spt.TrainLoop([w], max_epoch=3, show_eta=False, print_func=lines.append) as loop:
+            trainer = spt.Trainer(loop, train_op, [x, y], flow,
+                                  metrics={'loss': loss, 'lr': lr})
+            trainer.anneal_after(lr, epochs=1)
+            trainer.log_after_epochs(freq=1)
+            trainer.run()
+    epoch_lines = [line for line in lines if line.startswith('[Epoch')]
+    assert [metric_of(line, 'lr') for line in epoch_lines] == pytest.approx([.04, .02, .01])
+
+
+def test_checkpoint_saver_of_a_classic_script(tmp_path, session):
+    x = v1.get_variable('x', initializer=1.)
+    y = v1.get_variable('y', initializer=2.)
+    saver = spt.CheckpointSaver([x, y], str(tmp_path), save_meta=False)
+    assert saver.save_meta is False
+    assert isinstance(saver.saver, v1.train.Saver)
+    session.run(v1.global_variables_initializer())
+    saver.save(0)
+    session.run(v1.assign(x, 5.))
+    # a saver of fewer variables restores its subset, as the classic one and TF's Saver do
+    path, _ = spt.CheckpointSaver([x], str(tmp_path)).restore_latest()
+    assert path.endswith('checkpoint.dat-0') and session.run(x) == 1.
+    session.run(v1.assign(x, 5.))
+    with pytest.raises(ValueError, match=re.escape(
+            "in the checkpoint but not among the variables to restore: ['y']")):
+        spt.CheckpointSaver([x], str(tmp_path), strict=True).restore_latest()
+    assert session.run(x) == 5.
+
+
+def test_tensor_wrapper_attribute_assignment_reaches_the_tensor(session):
+    class OfTensor(spt.utils.TensorWrapper):
+        def __init__(self, tensor):
+            self._self_tensor = tensor
+
+        @property
+        def tensor(self):
+            return self._self_tensor
+
+    t = tf.constant(3.)
+    w = OfTensor(t)
+    w.abc = 123
+    assert t.abc == 123 and w.abc == 123
+    del w.abc
+    assert not hasattr(t, 'abc')
+    w._self_note = 'own'
+    assert not hasattr(t, '_self_note') and w._self_note == 'own'
+    assert session.run(w * 2.) == 6.
+
+
+def test_summary_writer_keeps_the_run_metadata_of_a_session_run(tmp_path, session):
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto import event_pb2
+    a = v1.get_variable('a', initializer=2.)
+    session.run(a.initializer)
+    logdir = str(tmp_path / 'logs')
+    with spt.TrainLoop([a], max_epoch=1, summary_dir=logdir, print_func=lambda s: None) as loop:
+        run_metadata = v1.RunMetadata()
+        session.run(a * 3., options=v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE),
+                    run_metadata=run_metadata)
+        loop.summary_writer.add_run_metadata(run_metadata, 'step_1', global_step=1)
+        loop.summary_writer.add_session_log(v1.SessionLog(status=v1.SessionLog.START), 1)
+        assert loop.summary_writer.get_logdir() == logdir
+    events = [event_pb2.Event.FromString(r)
+              for name in sorted(os.listdir(logdir))
+              for r in RawEventFileLoader(os.path.join(logdir, name)).Load()]
+    tagged = [e.tagged_run_metadata for e in events if e.HasField('tagged_run_metadata')]
+    assert [m.tag for m in tagged] == ['step_1']
+    assert v1.RunMetadata.FromString(tagged[0].run_metadata).step_stats.dev_stats
+    assert [e.session_log.status for e in events if e.HasField('session_log')] == [1]
+
+
+def test_a_flow_with_fewer_rows_than_a_skipped_incomplete_batch_is_empty():
+    lines = []
+    flow = spt.DataFlow.arrays([np.arange(4)], 5, skip_incomplete=True)
+    assert list(flow) == []
+    with pytest.warns(UserWarning, match='Epoch 1 got no step'):
+        with spt.TrainLoop([], max_epoch=1, show_eta=False, print_func=lines.append) as loop:
+            for _ in loop.iter_epochs():
+                assert list(loop.iter_steps(flow)) == []
+    assert any(line.startswith('Epoch 1 got no step') for line in lines)

@@ -570,3 +570,18 @@ def test_progress_bar_over_a_graph_trainer(session):
     assert loop.print_func == lines.append
     text = bar_file.getvalue()
     assert 'Epoch 1/2' in text and '3/3' in text
+
+
+def test_run_prints_the_parameter_table_once_after_the_users_own_call(session):
+    x = v1.placeholder(tf.float32, [None], name='x')
+    w = v1.get_variable('w', initializer=1.)
+    train_op = v1.assign_add(w, tf.reduce_sum(x))
+    session.run(w.initializer)
+    for user_prints in (True, False):
+        lines = []
+        with spt.TrainLoop([w], max_epoch=1, show_eta=False, print_func=lines.append) as loop:
+            if user_prints:
+                loop.print_training_summary()
+            spt.Trainer(loop, train_op, [x], vector_batches([1.])).run()
+        assert len([line for line in lines if line.startswith('Trainable Parameters')]) == 1
+        assert lines[0].startswith('Trainable Parameters')

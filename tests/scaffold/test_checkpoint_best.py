@@ -178,6 +178,17 @@ def test_export_best_at_the_end_reads_back_into_a_fresh_model(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ['best.weights.h5', 'run']   # no temporary left
 
 
+def test_export_best_inside_a_checkpoint_dir_the_loop_creates(tmp_path):
+    # the checkpoint guide's example, in a fresh folder: `run` does not exist yet
+    target = tmp_path / 'run' / 'best' / 'model.weights.h5'
+    run(tmp_path / 'run', VALID, 6, export_best=str(target))
+    fresh = new_model()
+    fresh.load_weights(str(target))
+    np.testing.assert_array_equal(kernel(fresh), np.full((2, 1), 4.))
+    with pytest.raises(ValueError, match='is in a directory that does not exist'):
+        run(tmp_path / 'other', VALID, 1, export_best=str(tmp_path / 'no' / 'x.weights.h5'))
+
+
 def test_export_with_early_stopping_equals_the_restored_weights(tmp_path):
     target = tmp_path / 'best.weights.h5'
     model = run(tmp_path / 'run', VALID, 6, early_stopping=True, export_best=str(target))

@@ -230,3 +230,58 @@ def test_bad_histogram_freq():
     with pytest.raises(ValueError, match=re.escape(
             '`summary_histogram_freq` must be a positive int or None, got 0')):
         spt.TrainLoop(summary_histogram_freq=0)
+
+
+# ------------------------------------------------------------ classic FileWriter methods
+def read_events(logdir):
+    """Every event of every event file in `logdir` as written, files in name order."""
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto import event_pb2
+    events = []
+    for name in sorted(os.listdir(logdir)):
+        if name.startswith('events.out.tfevents.'):
+            events.extend(event_pb2.Event.FromString(record) for record in
+                          RawEventFileLoader(os.path.join(logdir, name)).Load())
+    return events
+
+
+def test_loop_summary_writer_has_the_classic_file_writer_methods(tmp_path):
+    logdir = str(tmp_path / 'logs')
+    with spt.TrainLoop(max_epoch=1, summary_dir=logdir) as loop:
+        writer = loop.summary_writer
+        assert writer.get_logdir() == logdir
+        run_metadata = tf.compat.v1.RunMetadata()
+        run_metadata.step_stats.dev_stats.add(device='/cpu:0')
+        writer.add_run_metadata(run_metadata, 'step_5', global_step=5)
+        writer.add_session_log(tf.compat.v1.SessionLog(status=tf.compat.v1.SessionLog.START),
+                               global_step=7)
+        writer.add_event(tf.compat.v1.Event(step=9, file_version='custom'))
+        with pytest.raises(TypeError, match=re.escape(
+                '`session_log` must be a SessionLog protocol buffer, got str')):
+            writer.add_session_log('start')
+        with pytest.raises(TypeError, match=re.escape(
+                '`run_metadata` must be a RunMetadata protocol buffer, got dict')):
+            writer.add_run_metadata({}, 'tag')
+    events = read_events(logdir)
+    tagged = [e for e in events if e.HasField('tagged_run_metadata')]
+    assert [(e.step, e.tagged_run_metadata.tag) for e in tagged] == [(5, 'step_5')]
+    assert tf.compat.v1.RunMetadata.FromString(
+        tagged[0].tagged_run_metadata.run_metadata) == run_metadata
+    logs = [e for e in events if e.HasField('session_log')]
+    assert [(e.step, e.session_log.status) for e in logs] == [(7, 1)]
+    assert [e.step for e in events if e.file_version == 'custom'] == [9]
+
+
+def test_a_closed_writer_reopens_in_a_new_event_file(tmp_path):
+    writer = spt.SummaryWriter(str(tmp_path))
+    writer.add_scalars({'a': 1.}, step=1)
+    writer.close()
+    with pytest.raises(RuntimeError, match='This SummaryWriter has been closed'):
+        writer.add_event(tf.compat.v1.Event(step=2))
+    writer.reopen()
+    writer.reopen()                          # no-op while open
+    writer.add_scalars({'a': 2.}, step=2)
+    writer.close()
+    files = [n for n in os.listdir(tmp_path) if n.startswith('events.out.tfevents.')]
+    assert len(files) == 2
+    assert read_scalars(tmp_path) == {'a': [(1, 1.), (2, 2.)]}

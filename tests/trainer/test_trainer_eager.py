@@ -866,3 +866,31 @@ def test_clip_gradients_by_global_norm_and_by_value():
         grads[0], grads[2])
     np.testing.assert_allclose(both[0].numpy(), [1.5, 1.8])
     np.testing.assert_allclose(both[1].numpy(), [0., 1.8])
+
+
+def test_run_prints_the_parameter_table_once_after_the_users_own_call(fake_clock):
+    w = tf.Variable([1., 2.], name='w')
+    for user_prints in (True, False):
+        lines = []
+        with make_loop(lines, fake_clock, param_vars=[w], max_epoch=1) as loop:
+            if user_prints:
+                loop.print_training_summary()
+            spt.Trainer(loop, lambda x: {'loss': x}, data_flow=scalar_batches([1.])).run()
+        tables = [line for line in lines if line.startswith('Trainable Parameters')]
+        assert len(tables) == 1, lines
+        assert lines[0].startswith('Trainable Parameters')
+
+
+def test_an_annealed_learning_rate_logged_as_a_metric(fake_clock):
+    # the eager twin of the graph `metrics={'lr': lr}`: the step function returns it
+    lr = spt.AnnealingVariable('lr', .04, .5)
+    lines = []
+    with make_loop(lines, fake_clock, max_epoch=3) as loop:
+        trainer = spt.Trainer(loop, lambda x: {'loss': x, 'lr': lr},
+                              data_flow=scalar_batches([1., 2.]))
+        trainer.anneal_after(lr, epochs=1)
+        trainer.log_after_epochs(freq=1)
+        trainer.run()
+    epoch_lines = [line for line in lines if line.startswith('[Epoch')]
+    assert [re.search(r'lr: ([^ ;]+)', line).group(1) for line in epoch_lines] == \
+        ['0.04', '0.02', '0.01']

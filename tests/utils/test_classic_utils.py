@@ -129,8 +129,6 @@ def test_split_accepts_lists():
     ({'portion': 1.5}, ValueError, '`portion` must be a number in [0, 1], got 1.5'),
     ({'portion': -.1}, ValueError, '`portion` must be a number in [0, 1], got -0.1'),
     ({'portion': '0.5'}, TypeError, "`portion` must be a number in [0, 1], got '0.5'"),
-    ({'size': 5}, ValueError, '`size` must be between 0 and the data length 4, got 5'),
-    ({'size': -1}, ValueError, '`size` must be between 0 and the data length 4, got -1'),
     ({'size': 1.}, TypeError, '`size` must be an int, got 1.0'),
     ({'size': 1, 'random_state': 'seed'}, TypeError,
      "`random_state` must be None, an int seed, a numpy RandomState or Generator, got 'seed'"),
@@ -138,6 +136,19 @@ def test_split_accepts_lists():
 def test_split_bad_arguments(kwargs, exc, message):
     with raises(exc, message):
         split_numpy_arrays([np.arange(4)], **kwargs)
+
+
+@pytest.mark.parametrize('size, first, second', [
+    (11, [], list(range(10))),
+    (10, [], list(range(10))),
+    (-1, list(range(10)), []),
+    (0, list(range(10)), []),
+])
+def test_split_clamps_a_size_out_of_range_as_the_classic_version(size, first, second):
+    (a,), (b,) = split_numpy_arrays([np.arange(10)], size=size, shuffle=False)
+    assert (a.tolist(), b.tolist()) == (first, second)
+    a, b = split_numpy_array(np.arange(10), size=size, shuffle=True, random_state=1)
+    assert (sorted(a.tolist()), sorted(b.tolist())) == (first, second)
 
 
 def test_split_arrays_of_different_lengths():
@@ -443,6 +454,25 @@ def test_console_table_wide_title_expands_the_chosen_column():
     t.add_row(['k', 'v'])
     assert t.format().split('\n') == [
         'A rather long title', '-' * 19, 'k'.ljust(17) + ' v']
+
+
+def test_console_table_title_with_a_right_hand_part():
+    # the classic add_title(left, right): the right part flush with the table's right edge
+    t = ConsoleTable(2, col_space=2)
+    t.add_title('Left', 'Right')
+    t.add_hr('-')
+    t.add_row(['alpha', 1])
+    t.add_row(['b', 12345])
+    assert t.format().split('\n') == [
+        'Left   Right',
+        '-' * 12,                        # 5 + 2 + 5
+        'alpha  1',
+        'b      12345',
+    ]
+    narrow = ConsoleTable(2, col_space=3)
+    narrow.add_title('Epoch 3', '12.5s')     # wider than the rows: column 0 absorbs it
+    narrow.add_row(['loss', 0.25])
+    assert narrow.format().split('\n') == ['Epoch 3   12.5s', 'loss       0.25']
 
 
 def test_console_table_skips_do_not_stack():

@@ -41,9 +41,11 @@ def test_humanize_duration_short_units(seconds, expected):
 
 
 @pytest.mark.parametrize('seconds, expected', [
-    (0, '0 seconds'),
-    (1e-8, '1e-08 seconds'),
-    (0.5, '0.5 seconds'),
+    # singular up to one second, as in the classic version
+    (0, '0 second'),
+    (1e-8, '1e-08 second'),
+    (0.1, '0.1 second'),
+    (0.5, '0.5 second'),
     (1, '1 second'),
     (1.1, '1.1 seconds'),
     (2, '2 seconds'),

@@ -208,3 +208,49 @@ def test_scheduled_variable_keeps_its_own_attributes():
     assert repr(lr) == "AnnealingVariable('tw_own:0')"
     with raises(AttributeError, "'AnnealingVariable' object has no attribute '_nothing'"):
         lr._nothing
+
+
+# ------------------------------------------------------------ attribute assignment (classic)
+def test_assigning_and_deleting_an_attribute_acts_on_the_tensor():
+    # classic: `w.x = ...` and `del w.x` reach the wrapped tensor; what the
+    # constructor set, private names and names already on the wrapper stay
+    class OfVariable(TensorWrapper):
+        def __init__(self, var, tag):
+            self._var = var
+            self.tag = tag
+
+        @property
+        def tensor(self):
+            return self._var
+
+    var = tf.Variable([1., 2.])
+    w = OfVariable(var, tag='mine')
+    w.note = 'on the tensor'
+    assert var.note == 'on the tensor' and w.note == 'on the tensor'
+    assert 'note' not in vars(w)
+    del w.note
+    assert not hasattr(var, 'note') and not hasattr(w, 'note')
+    with pytest.raises(AttributeError):
+        del w.note
+    w.tag = 'changed'                  # set by the constructor: the wrapper's own
+    w._private = 1
+    assert (vars(w)['tag'], vars(w)['_private']) == ('changed', 1)
+    assert not hasattr(var, 'tag') and not hasattr(var, '_private')
+    del w.tag
+    assert 'tag' not in vars(w)
+
+
+def test_a_constructor_may_set_what_its_tensor_needs():
+    class Scaled(TensorWrapper):
+        def __init__(self, x, scale):
+            self._x = tf.convert_to_tensor(x)
+            self.scale = scale           # public, set before `tensor` can be computed
+
+        @property
+        def tensor(self):
+            return self._x * self.scale
+
+    s = Scaled([1., 2.], 3.)
+    np.testing.assert_array_equal(value_of(tf.convert_to_tensor(s)), [3., 6.])
+    s.scale = 2.                         # already the wrapper's
+    np.testing.assert_array_equal(value_of(s + 0.), [2., 4.])

@@ -77,10 +77,12 @@ class ArrayFlow(ExtraInfoDataFlow):
 
     Raises:
         ValueError: `arrays` is empty, holds arrays of different lengths or
-            0-d arrays; `batch_size` is not positive; `skip_incomplete` leaves
-            no batch at all.
+            0-d arrays; `batch_size` is not positive.
         TypeError: An entry of `arrays` is not array-like, or `random_state`
             has the wrong type.
+
+    With `skip_incomplete` and fewer rows than `batch_size` the flow is empty,
+    as in the classic version (a loop then says that the epoch got no step).
     """
 
     def __init__(self, arrays: Sequence[np.ndarray], batch_size: int, shuffle: bool = False,
@@ -100,10 +102,6 @@ class ArrayFlow(ExtraInfoDataFlow):
             raise ValueError(f'`arrays` must have the same data length, got lengths {lengths}')
         batch_size = check_positive_int(batch_size, 'batch_size')
         length = lengths[0]
-        if skip_incomplete and length < batch_size:
-            raise ValueError(
-                f'`skip_incomplete=True` with {length} rows and `batch_size` {batch_size} '
-                f'gives no batch at all: every epoch would be empty')
         super().__init__(
             array_count=len(arrays), data_length=length,
             data_shapes=tuple(tuple(int(d) for d in a.shape[1:]) for a in arrays),

@@ -225,10 +225,12 @@ class Experiment(Generic[_C]):
 
     Raises:
         TypeError: An argument has the wrong type.
-        ValueError: `name` is malformed, ``--resume`` names no run of
-            `root`, or a saved config no longer matches the config class;
-            when entered, `root` is not a writable directory.
-        SystemExit: Parsing the command line failed (code 2) or ``--help``.
+        ValueError: `name` is malformed, or a saved config no longer
+            matches the config class; when entered, `root` is not a
+            writable directory.
+        SystemExit: Parsing the command line failed (code 2, with the usage
+            and the problem on standard error; also for a malformed
+            ``--resume`` id or one that names no run of `root`) or ``--help``.
         ImportError: `mlflow` is given but MLflow is not installed.
     """
 
@@ -288,7 +290,10 @@ class Experiment(Generic[_C]):
         pre.add_argument('--resume')
         resume = pre.parse_known_args(argv)[0].resume
         if resume is not None:
-            _check_run_name(resume, '`--resume`')
+            try:
+                _check_run_name(resume, '`--resume`')
+            except ValueError as e:   # an option error: usage and exit 2, as for the others
+                parser.error(str(e))
             if name is not None and name != resume:
                 raise ValueError(f'`name` is {name!r} but `--resume` asks for {resume!r}: '
                                  f'give one of them')
@@ -298,8 +303,8 @@ class Experiment(Generic[_C]):
         saved_path = os.path.join(self._run_dir, CONFIG_FILE)
         if resume is not None and not os.path.isfile(saved_path):
             close = _close_runs(self._root, resume)
-            raise ValueError(f'`--resume`: no run {resume!r} in {self._root!r} (no '
-                             f'{os.path.join(resume, CONFIG_FILE)}){close}')
+            parser.error(f'`--resume`: no run {resume!r} in {self._root!r} (no '
+                         f'{os.path.join(resume, CONFIG_FILE)}){close}')
         self._resumed = os.path.isfile(saved_path)
         self._overrides: dict[str, tuple[Any, Any]] = {}
         if self._resumed:

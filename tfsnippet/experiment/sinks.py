@@ -93,7 +93,10 @@ class StoreSink:
 
     def start(self, run_id: str, name: str, config: Mapping[str, Any],
               info: Mapping[str, Any]) -> None:
-        self._store.start_run(run_id, name, config, info)
+        # the store keeps the run's id, name and status itself: a start-time copy in
+        # the meta would go stale (`status` 'running' beside the final one)
+        meta = {k: v for k, v in info.items() if k not in ('run_id', 'name', 'status')}
+        self._store.start_run(run_id, name, config, meta)
         self._run_id = run_id
 
     def log_epoch(self, step: int, epoch: int, metrics: Mapping[str, float]) -> None:

@@ -127,10 +127,27 @@ def _list(args: argparse.Namespace, out: IO[str]) -> None:
     print(f'({len(rows)} run{"" if len(rows) == 1 else "s"})', file=out)
 
 
+# meta keys that repeat a fact `show` prints at the top (as it was when the run started)
+_META_SHOWN_ABOVE = ('run_id', 'name', 'status')
+
+
+def _meta_for_show(meta: dict[str, Any]) -> dict[str, Any]:
+    """The meta `show` prints: without the start-time copies of the run's facts,
+    times (seconds since the epoch) as dates."""
+    out = {k: v for k, v in meta.items() if k not in _META_SHOWN_ABOVE}
+    if _is_number(out.get('started')):
+        out['started'] = _when(out['started'])
+    starts = out.get('starts')
+    if isinstance(starts, list) and all(
+            isinstance(s, dict) and _is_number(s.get('time')) for s in starts):
+        out['starts'] = ', '.join(_when(s['time']) for s in starts) or '-'
+    return out
+
+
 def _show(args: argparse.Namespace, out: IO[str]) -> None:
     with ResultsStore(args.root, create=False) as store:
         row = store.get_run(args.run)
-        epochs = store.epochs(args.run) if args.epochs else []
+        epochs = store.epochs(args.run)
     age = store.now() - row.heartbeat
     facts = [('run_id', row.run_id), ('name', row.name), ('status', row.status),
              ('created', _when(row.created)),
@@ -140,7 +157,7 @@ def _show(args: argparse.Namespace, out: IO[str]) -> None:
     width = max(len(k) for k, _ in facts)
     for key, value in facts:
         print(f'{key.ljust(width)}  {value}', file=out)
-    for title, values in (('config', row.flat_config), ('meta', row.meta),
+    for title, values in (('config', row.flat_config), ('meta', _meta_for_show(row.meta)),
                           ('metrics', row.metrics), ('best', row.best),
                           ('results', row.results)):
         print(f'\n{title}', file=out)
@@ -150,7 +167,11 @@ def _show(args: argparse.Namespace, out: IO[str]) -> None:
         width = max(len(k) for k in values)
         for key in sorted(values):
             print(f'  {key.ljust(width)}  {format_value(values[key])}', file=out)
-    if args.epochs:
+    if not args.epochs:
+        if epochs:
+            print(f'\nepochs: {len(epochs)} recorded (`--epochs` shows the mean of each '
+                  f'metric at each epoch)', file=out)
+    else:
         names = sorted({n for e in epochs for n in e.metrics})
         print('\nepochs (means)', file=out)
         table = [[e.epoch, e.step] + [e.metrics[n]['mean'] if n in e.metrics else None

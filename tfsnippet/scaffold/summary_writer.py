@@ -49,6 +49,18 @@ def as_summary_proto(summary: Any) -> summary_pb2.Summary:
         f'(e.g. what `session.run` returns for a merged summary), got {summary!r}')
 
 
+def _as_proto(value: Any, proto_type: Any, arg_name: str) -> Any:
+    """`value` (a protocol buffer of the same name, from TensorFlow or
+    tensorboard) as a `proto_type`."""
+    if isinstance(value, proto_type):
+        return value
+    if type(value).__name__ == proto_type.__name__ and hasattr(value, 'SerializeToString'):
+        return proto_type.FromString(value.SerializeToString())
+    raise TypeError(
+        f'`{arg_name}` must be a {proto_type.__name__} protocol buffer, got '
+        f'{type(value).__name__}')
+
+
 class SummaryWriter:
     """Writes TensorBoard event files; works in graph and eager mode.
 
@@ -69,6 +81,7 @@ class SummaryWriter:
         flush_secs = check_positive_number(flush_secs, 'flush_secs')
         max_queue = check_positive_int(max_queue, 'max_queue')
         self._writer = EventFileWriter(logdir, max_queue_size=max_queue, flush_secs=flush_secs)
+        self._options = (logdir, max_queue, flush_secs)
         self._closed = False
 
     @property
@@ -77,8 +90,7 @@ class SummaryWriter:
         return self._writer.get_logdir()
 
     def _add(self, step: int, wall_time: float | None = None, **fields: Any) -> None:
-        if self._closed:
-            raise RuntimeError('This SummaryWriter has been closed')
+        self._check_open()
         self._writer.add_event(event_pb2.Event(
             wall_time=time.time() if wall_time is None else wall_time, step=int(step), **fields))
 
@@ -101,6 +113,62 @@ class SummaryWriter:
         """Write a ``tf.Graph`` (or ``GraphDef``) for TensorBoard's graph view."""
         graph_def = graph.as_graph_def() if hasattr(graph, 'as_graph_def') else graph
         self._add(0, graph_def=graph_def.SerializeToString())
+
+    # ------------------------------------------------------------ classic FileWriter methods
+    def get_logdir(self) -> str:
+        """The directory of the event files (the classic name of :attr:`logdir`)."""
+        return self.logdir
+
+    def add_event(self, event: Any) -> None:
+        """Write an ``Event`` protocol buffer (TensorFlow's or tensorboard's) as it is.
+
+        Raises:
+            TypeError: `event` is not an ``Event``.
+        """
+        self._check_open()
+        self._writer.add_event(_as_proto(event, event_pb2.Event, 'event'))
+
+    def add_run_metadata(self, run_metadata: Any, tag: str,
+                         global_step: int | None = None) -> None:
+        """Write the ``RunMetadata`` of a ``session.run`` (step statistics for
+        TensorBoard's graph view) under `tag`.
+
+        Raises:
+            TypeError: `run_metadata` is not a ``RunMetadata`` or `tag` not a str.
+        """
+        if not isinstance(tag, str):
+            raise TypeError(f'`tag` must be a str, got {tag!r}')
+        if type(run_metadata).__name__ != 'RunMetadata' or not hasattr(
+                run_metadata, 'SerializeToString'):
+            raise TypeError(
+                f'`run_metadata` must be a RunMetadata protocol buffer, got '
+                f'{type(run_metadata).__name__}')
+        tagged = event_pb2.TaggedRunMetadata(
+            tag=tag, run_metadata=run_metadata.SerializeToString())
+        self._add(0 if global_step is None else global_step, tagged_run_metadata=tagged)
+
+    def add_session_log(self, session_log: Any, global_step: int | None = None) -> None:
+        """Write a ``SessionLog`` (e.g. ``SessionLog(status=SessionLog.START)``, which
+        tells TensorBoard that a restarted job discards the events after `global_step`).
+
+        Raises:
+            TypeError: `session_log` is not a ``SessionLog``.
+        """
+        self._add(0 if global_step is None else global_step,
+                  session_log=_as_proto(session_log, event_pb2.SessionLog, 'session_log'))
+
+    def reopen(self) -> None:
+        """Open a new event file in the same directory after :meth:`close` (no-op
+        while open), as ``tf.compat.v1.summary.FileWriter.reopen`` does."""
+        if self._closed:
+            logdir, max_queue, flush_secs = self._options
+            self._writer = EventFileWriter(logdir, max_queue_size=max_queue,
+                                           flush_secs=flush_secs)
+            self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError('This SummaryWriter has been closed')
 
     def flush(self) -> None:
         """Write the queued events to disk."""

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import functools
+import threading
 from typing import Any, NoReturn
 
 import tensorflow as tf
 
 __all__ = ['TensorWrapper', 'register_tensor_wrapper_class']
+
+# per thread: the ids of the wrappers whose constructor is running
+_constructing = threading.local()
+
+
+def _constructing_ids() -> set[int]:
+    ids = getattr(_constructing, 'ids', None)
+    if ids is None:
+        ids = _constructing.ids = set()
+    return ids
 
 
 class TensorWrapper:
@@ -21,7 +33,11 @@ class TensorWrapper:
     * the operators ``+ - * / // % ** @``, unary ``-``, ``abs()``, ``~``,
       ``& | ^``, ``< <= > >=`` and indexing (``w[0]``) act on ``w.tensor``;
     * public attributes the wrapper does not define itself (``dtype``,
-      ``shape``, ``op``, ...) are read from ``w.tensor``;
+      ``shape``, ``op``, ...) are read from ``w.tensor``, and assigning or
+      deleting such an attribute (``w.foo = 1``, ``del w.foo``) acts on
+      ``w.tensor`` too, as in the classic version.  Attributes set by the
+      constructor, private names (``_x``), names the class defines and names
+      already set on the wrapper stay on the wrapper;
     * in graph mode, ``session.run(w)`` fetches ``w.tensor`` and ``w`` may be
       a key of a ``feed_dict`` (feeding ``w.tensor``).  This goes through
       TensorFlow's documented ``_as_graph_element()`` protocol, so it needs
@@ -62,6 +78,26 @@ class TensorWrapper:
             f'{type(self).__name__} must implement the `tensor` property')
 
     # ------------------------------------------------------------ attributes
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get('__init__')
+        if init is None:
+            return
+
+        # attributes a constructor sets are the wrapper's own, whatever their name
+        @functools.wraps(init)
+        def __init__(self: Any, *args: Any, **kw: Any) -> None:
+            ids = _constructing_ids()
+            outermost = id(self) not in ids
+            ids.add(id(self))
+            try:
+                init(self, *args, **kw)
+            finally:
+                if outermost:
+                    ids.discard(id(self))
+
+        setattr(cls, '__init__', __init__)
+
     def __getattr__(self, name: str) -> Any:
         # only reached when normal lookup fails; private names are never
         # forwarded, so a missing `_x` in a subclass is reported as such
@@ -70,6 +106,22 @@ class TensorWrapper:
             raise AttributeError(
                 f'{type(self).__name__!r} object has no attribute {name!r}')
         return getattr(self.tensor, name)
+
+    def _own_attribute(self, name: str) -> bool:
+        return (name.startswith('_') or name == 'tensor' or name in self.__dict__
+                or hasattr(type(self), name) or id(self) in _constructing_ids())
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self._own_attribute(name):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.tensor, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if self._own_attribute(name):
+            object.__delattr__(self, name)
+        else:
+            delattr(self.tensor, name)
 
     def __dir__(self) -> list[str]:
         return sorted(set(object.__dir__(self)) | set(dir(self.tensor)))

@@ -169,7 +169,8 @@ class BaseTrainer:
                 get_default_session_or_error()
                 if self._ensure_init:
                     ensure_variables_initialized()
-            self._loop.print_training_summary()
+            if not self._loop.training_summary_printed:   # the user's own call printed it
+                self._loop.print_training_summary()
             self._check_annealed_are_saved()
             for phase in _PHASE_KEYS:   # seconds schedules count from here
                 for key in _PHASE_KEYS[phase]:

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from ..dataflows import ExtraInfoDataFlow
 from ..tfops.session import get_default_session_or_error
+from ..tfops.tensor_wrapper import TensorWrapper
 from .feed_dict import batch_feed_dict, merge_feed_dict, resolve_feed_dict
 
 __all__ = ['StepRunner', 'is_graph_fetch', 'check_inputs_match']
@@ -44,7 +45,9 @@ class StepRunner:
     Args:
         op: Graph style: the op to run before the fetches (``None`` for an
             evaluation that only fetches).  Eager style: the step function.
-        fetches: Graph style: ``{name: tensor}`` (numbers become constants).
+        fetches: Graph style: ``{name: tensor}`` (numbers become constants;
+            a :class:`~tfsnippet.utils.TensorWrapper` such as an
+            ``AnnealingVariable`` is fetched as its tensor).
         inputs: Graph style: the placeholders, one per array of a batch.
         data_flow: The batches (to check the number of `inputs` early).
         feed_dict: Extra feeds (graph) or keyword arguments (eager).
@@ -80,6 +83,8 @@ class StepRunner:
                 if (isinstance(t, (int, float)) and not isinstance(t, bool) and
                         not tf.executing_eagerly()):
                     t = tf.constant(float(t))   # a constant metric, as the classic one took
+                elif isinstance(t, TensorWrapper) and not tf.executing_eagerly():
+                    pass   # e.g. an AnnealingVariable: `session.run` fetches its tensor
                 elif not is_graph_fetch(t):
                     raise TypeError(f'`metrics[{name!r}]` must be a graph tensor (or pass a '
                                     f'function of the batch in eager mode), got {t!r}')

@@ -57,10 +57,9 @@ def _second_part_size(count: int, portion: Any, size: Any) -> int:
             size = int(size)
         if type(size) is not int:
             raise TypeError(f'`size` must be an int, got {size!r}')
-        if not 0 <= size <= count:
-            raise ValueError(
-                f'`size` must be between 0 and the data length {count}, got {size!r}')
-        return size
+        # clamped, as in the classic version: a size past either end puts all
+        # the data on that side
+        return min(max(size, 0), count)
     if isinstance(portion, bool) or not isinstance(portion, (int, float, np.integer, np.floating)):
         raise TypeError(f'`portion` must be a number in [0, 1], got {portion!r}')
     if not 0. <= portion <= 1.:
@@ -82,7 +81,9 @@ def split_numpy_arrays(arrays: Iterable[Any], portion: float | None = None,
     Args:
         arrays: The arrays (anything ``np.asarray`` accepts), all of the same length.
         portion: The fraction of the items in the second part, in ``[0, 1]``.
-        size: Or the number of items in the second part, in ``[0, length]``.
+        size: Or the number of items in the second part; a size above the
+            data length puts everything in the second part, one below 0
+            nothing (as in the classic version).
         shuffle: Draw the items of the second part at random (the order is
             shuffled too); otherwise it is the last items.
         random_state: For shuffling: an int seed, a numpy ``RandomState`` or

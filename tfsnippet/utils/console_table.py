@@ -89,9 +89,24 @@ class ConsoleTable:
                 f'`columns` must hold {self._col_count} cells, got {len(cells)}: {cells!r}')
         self._rows.append((_ROW, cells))
 
-    def add_title(self, title: Any) -> None:
-        """Add a line of text that spans the table."""
-        self._rows.append((_TITLE, str(title)))
+    def add_title(self, title: Any, right_title: Any = None) -> None:
+        """Add a line of text that spans the table.
+
+        Args:
+            title: The text, at the left.
+            right_title: Optional text at the right end of the same line (the
+                table is widened to keep `col_space` spaces between the two).
+
+        Example:
+            >>> t = ConsoleTable(2)
+            >>> t.add_title('Epoch 3', '12.5s')
+            >>> t.add_row(['loss', 0.25])
+            >>> print(t.format())
+            Epoch 3   12.5s
+            loss       0.25
+        """
+        right = None if right_title is None else str(right_title)
+        self._rows.append((_TITLE, (str(title), right)))
 
     def add_hr(self, c: str = '-') -> None:
         """Add a horizontal rule drawn with the one character `c`."""
@@ -130,7 +145,10 @@ class ConsoleTable:
             if kind == _ROW:
                 widths = [max(w, len(c)) for w, c in zip(widths, content)]
             elif kind == _TITLE:
-                title_width = max(title_width, len(content))
+                left, right = content
+                width = len(left) if right is None else (
+                    len(left) + self._col_space + len(right))
+                title_width = max(title_width, width)
         table_width = sum(widths) + self._col_space * (self._col_count - 1)
         if title_width > table_width:
             widths[self._expand_col] += title_width - table_width
@@ -144,7 +162,11 @@ class ConsoleTable:
                 cells = (f'{c:{a}{w}}' for c, a, w in zip(content, self._col_align, widths))
                 lines.append(gap.join(cells).rstrip())
             elif kind == _TITLE:
-                lines.append(content)
+                left, right = content
+                if right is None:
+                    lines.append(left)
+                else:
+                    lines.append(left + right.rjust(table_width - len(left)))
             elif kind == _RULE:
                 lines.append(content * table_width)
             elif previous not in (None, _RULE, _SKIP):

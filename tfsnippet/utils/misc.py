@@ -44,6 +44,8 @@ def humanize_duration(seconds: float, short_units: bool = True) -> str:
         '1d 23h 59m 59s'
         >>> humanize_duration(120, short_units=False)
         '2 minutes'
+        >>> humanize_duration(0.5, short_units=False)
+        '0.5 second'
     """
     seconds = float(seconds)
     suffix = ' ago' if seconds < 0 else ''
@@ -62,7 +64,8 @@ def humanize_duration(seconds: float, short_units: bool = True) -> str:
         if short_units:
             pieces.append(f'{text}s')
         else:
-            pieces.append(f'{text} second{"s" if rest != 1 else ""}')
+            # singular up to one second, as in the classic version ("0.5 second")
+            pieces.append(f'{text} second{"s" if rest > 1 else ""}')
     return ' '.join(pieces) + suffix
 
 

@@ -56,8 +56,11 @@ def is_keras_model(obj: Any) -> bool:
     return isinstance(obj, keras.Model)
 
 
-def check_export_path(path: Any, arg_name: str) -> str:
+def check_export_path(path: Any, arg_name: str, created_dir: str | None = None) -> str:
     """`path` made absolute, once checked for the TF style in use.
+
+    Its directory must exist, unless it is `created_dir` (a directory the
+    caller creates, e.g. a loop's ``checkpoint_dir``) or inside it.
 
     Raises:
         TypeError: `path` is not a path.
@@ -68,7 +71,8 @@ def check_export_path(path: Any, arg_name: str) -> str:
         raise TypeError(f'`{arg_name}` must be a file or directory path, got {short_repr(path)}')
     path = os.path.abspath(os.fspath(path))
     parent = os.path.dirname(path)
-    if not os.path.isdir(parent):
+    inside = created_dir is not None and _is_within(parent, os.path.abspath(created_dir))
+    if not os.path.isdir(parent) and not inside:
         raise ValueError(f'`{arg_name}` {path!r} is in a directory that does not exist: '
                          f'create {parent!r} first')
     if tf.executing_eagerly():
@@ -79,6 +83,10 @@ def check_export_path(path: Any, arg_name: str) -> str:
         raise ValueError(f'`{arg_name}` must be a directory path in graph mode (it receives a '
                          f'TF checkpoint), but {path!r} is a file')
     return path
+
+
+def _is_within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 def export_weights(path: str | os.PathLike[str], targets: Any, session: Any = None) -> str:

@@ -121,6 +121,13 @@ class CheckpointSaver:
             background write raises
             :class:`~.io.CheckpointWriteError` from the next :meth:`save` or
             :meth:`wait`.  :attr:`async_stats` says what the saves cost.
+        save_meta: Accepted for classic scripts and kept as :attr:`save_meta`;
+            no meta graph is written (a script rebuilds its graph).
+        strict: Refuse to restore a checkpoint that holds variables not
+            among `variables`.  By default they are left out (the subset is
+            restored, as by the classic saver and ``tf.compat.v1.train.Saver``);
+            the loop's own resume is strict.  Variables missing from the
+            checkpoint, or of another shape, are an error either way.
 
     Variables are read and written with the default session in graph mode
     (or the one passed as `session`), where the saver must be created
@@ -142,8 +149,10 @@ class CheckpointSaver:
     def __init__(self, variables: Sequence[Any] | Mapping[str, Any] | None, save_dir: str,
                  objects: Mapping[str, Any] | None = None, filename: str = 'checkpoint.dat',
                  max_to_keep: int | None = None, durable: bool = True,
-                 asynchronous: bool = False):
+                 asynchronous: bool = False, save_meta: bool = True, strict: bool = False):
         asynchronous = check_bool(asynchronous, 'asynchronous')
+        self._save_meta = check_bool(save_meta, 'save_meta')
+        self._strict = check_bool(strict, 'strict')
         self._variables = normalize_variables(variables, 'variables')
         self._objects = check_checkpoint_objects(objects, 'objects', allow_reserved=True)
         self._store = CheckpointStore(save_dir, filename=filename, max_to_keep=max_to_keep,
@@ -160,6 +169,23 @@ class CheckpointSaver:
             self._get_saver(self._variable_dict())
 
     # ------------------------------------------------------------ properties
+    @property
+    def save_meta(self) -> bool:
+        """The classic ``save_meta`` argument (no meta graph is written)."""
+        return self._save_meta
+
+    @property
+    def saver(self) -> Any:
+        """Graph mode: the ``tf.compat.v1.train.Saver`` that reads and writes the
+        variables (``None`` in eager mode or without variables).  Saving through
+        it directly writes a TF checkpoint, not one of this saver's directories."""
+        return self._saver
+
+    @property
+    def strict(self) -> bool:
+        """Whether a checkpoint with variables not among `variables` is refused."""
+        return self._strict
+
     @property
     def save_dir(self) -> str:
         """The absolute path of the checkpoint directory."""
@@ -461,8 +487,9 @@ class CheckpointSaver:
         """Restore the checkpoint at `path` and return the saved object states.
 
         Every registered variable must be in the checkpoint with the same
-        shape, and every variable of the checkpoint must be registered;
-        otherwise nothing is changed and a :class:`ValueError` names them.
+        shape, and (with `strict`) every variable of the checkpoint must be
+        registered; otherwise nothing is changed and a :class:`ValueError`
+        names them.
 
         Args:
             path: The checkpoint's directory.
@@ -501,6 +528,8 @@ class CheckpointSaver:
             except Exception as e:
                 raise CheckpointError(
                     f'Cannot read the variables of checkpoint {path!r}: {e}') from e
+        if not self._strict:   # restore the subset that is registered
+            saved_shapes = {k: v for k, v in saved_shapes.items() if k in var_dict}
         self._check_match(path, var_dict, saved_shapes, self._labels,
                           saved.get('variables') or {})
         missing = [k for k, obj in self._objects.items()

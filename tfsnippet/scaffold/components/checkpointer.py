@@ -149,7 +149,9 @@ class Checkpointer(LoopComponent):
             if keep_best is False:
                 raise ValueError('`export_best` needs `checkpoint_keep_best`: the weights of the '
                                  'best checkpoint are what it exports')
-            export_best = check_export_path(export_best, 'export_best')
+            # the loop creates `checkpoint_dir`: the export may go into it
+            export_best = check_export_path(export_best, 'export_best',
+                                            created_dir=os.fspath(checkpoint_dir))
         self._keep_best = keep_best
         self._export_path = export_best
         self._best_monitor: Monitor | None = None
@@ -362,7 +364,8 @@ class Checkpointer(LoopComponent):
         saver = self._saver or self._best_saver
         if saver is None:
             raise RuntimeError('`export_best` needs the loop to have been entered')
-        path = check_export_path(path, 'path')
+        path = check_export_path(path, 'path', created_dir=self._dir)
+        os.makedirs(os.path.dirname(path), exist_ok=True)   # within `checkpoint_dir`
         saver.wait()   # a save in flight may carry a new pin, or prune the old one
         recorded = saver.store.best()
         if recorded is None:
@@ -414,7 +417,7 @@ class Checkpointer(LoopComponent):
         objects[LOOP_STATE_KEY] = _LoopState(loop)
         self._saver = CheckpointSaver(
             variables, os.path.join(self._dir, 'checkpoint'), objects=objects,
-            max_to_keep=self._max_to_keep, asynchronous=self._async)
+            max_to_keep=self._max_to_keep, asynchronous=self._async, strict=True)
         self._async_stats = self._saver.async_stats
         if chief:   # the other workers only read
             self._saver.remove_stale_temporaries()

@@ -268,10 +268,17 @@ class LoopReporting:
         finally:
             clear()
 
+    @property
+    def training_summary_printed(self) -> bool:
+        """Whether :meth:`print_training_summary` was called (a trainer's ``run()``
+        then does not print the table again)."""
+        return bool(getattr(self, '_training_summary_printed', False))
+
     def print_training_summary(self) -> None:
         """Print the table of `param_vars` (grouped by `var_groups`) and an empty line,
         as one line of `print_func` (one record for ``logger.info``)."""
         self._require_entered()
+        self._training_summary_printed = True
         table = summarize_variables(self._param_vars, title='Trainable Parameters',
                                     other_variables_title='Other Parameters',
                                     groups=self._var_groups)
