@@ -539,8 +539,8 @@ class Checkpointer(LoopComponent):
     # ------------------------------------------------------------ hooks
     def on_enter(self, loop: Any) -> None:
         if self._saver is None:
-            raise RuntimeError('The Checkpointer was entered without the loop restoring '
-                               'through it (`open_saver` was not called)')
+            raise RuntimeError('A Checkpointer must be added before the loop is entered: the '
+                               'loop restores through it when entered')
         if self._best_monitor is not None:
             name = self._best_monitor.name
             self._unwatch = loop.watch_metric(name, self._on_best_value)
