@@ -260,7 +260,7 @@ class Checkpointer(LoopComponent):
     @property
     def best_monitor(self) -> Monitor | None:
         """The :class:`~tfsnippet.Monitor` of the metric `keep_best` watches
-        (``None`` without `keep_best` or before the loop is entered)."""
+        (``None`` without `keep_best` or before it is added to a loop)."""
         return self._best_monitor
 
     def best_checkpoint(self) -> tuple[str, dict[str, Any]] | None:
@@ -454,6 +454,12 @@ class Checkpointer(LoopComponent):
         return [(path, self._variables)]
 
     # ------------------------------------------------------------ restore
+    def on_attach(self, loop: Any) -> None:
+        policy = self._keep_best
+        self._best_monitor = None if policy is None else loop_monitor(
+            loop, 'checkpoint_keep_best', policy.metric,
+            None if policy.mode == 'auto' else policy.mode)
+
     def open_saver(self, loop: Any) -> CheckpointSaver:
         """Build the saver of an entered `loop` (its variables and objects, and the
         loop's state as :meth:`TrainLoop.state_dict` gives it) and, on the chief,
@@ -487,13 +493,11 @@ class Checkpointer(LoopComponent):
         self._last_saved = (loop.epoch, loop.step, loop.progress.epoch_finished)
         self.restored_from = path
         self._best_saver = self._saver
-        self._best_monitor, self._candidate, self._pins = None, None, []
+        self._candidate, self._pins = None, []
         self._finished = False
         policy = self._keep_best
-        if policy is not None:
-            self._best_monitor = loop_monitor(
-                loop, 'checkpoint_keep_best', policy.metric,
-                None if policy.mode == 'auto' else policy.mode)
+        if policy is not None and self._best_monitor is not None:
+            self._best_monitor.reset()
             if path is not None:   # the pinned best survive resumes
                 self._pins = [dict(info) for _, info in self._saver.store.pinned()
                               if info.get('metric') == self._best_monitor.name and
