@@ -238,3 +238,19 @@ def test_a_kill_at_any_point_of_a_pin_leaves_the_old_or_the_new_k_best(tmp_path,
         assert [p['name'] for p in on_disk['pins']] == names
         shutil.rmtree(directory)
     assert seen == {tuple(old_pins), tuple(new_pins)}
+
+
+def test_an_index_of_an_older_version_keeps_its_one_best(tmp_path):
+    store = CheckpointStore(str(tmp_path), keep=[KeepLatest(1), KeepBest(k=2)])
+    store.save(1, writer('a'), best={'metric': 'loss', 'value': 0.5, 'mode': 'min'})
+    store.save(2, writer('b'))
+    path = tmp_path / 'checkpoint_index.json'
+    data = json.loads(path.read_text())
+    del data['pins']   # what an older version wrote: "best" only
+    path.write_text(json.dumps(data))
+    assert [(os.path.basename(p), r['value']) for p, r in store.pinned()] == [(ckpt(1), 0.5)]
+    store.save(3, writer('c'), best={'metric': 'loss', 'value': 0.7, 'mode': 'min'})
+    assert [(os.path.basename(p), r['value']) for p, r in store.pinned()] == \
+        [(ckpt(1), 0.5), (ckpt(3), 0.7)]
+    check_clean(tmp_path, [(ckpt(1), 'a'), (ckpt(3), 'c')])
+    assert json.loads(path.read_text())['best']['name'] == ckpt(1)
