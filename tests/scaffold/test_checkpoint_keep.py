@@ -254,3 +254,27 @@ def test_an_index_of_an_older_version_keeps_its_one_best(tmp_path):
         [(ckpt(1), 0.5), (ckpt(3), 0.7)]
     check_clean(tmp_path, [(ckpt(1), 'a'), (ckpt(3), 'c')])
     assert json.loads(path.read_text())['best']['name'] == ckpt(1)
+
+
+def test_the_classic_keywords_are_components_and_policies(tmp_path):
+    model = new_model()
+    loop = spt.TrainLoop(model.trainable_variables, checkpoint_dir=str(tmp_path),
+                         checkpoint_epoch_freq=2, checkpoint_secs=60., checkpoint_max_to_keep=3,
+                         checkpoint_keep_best=True,
+                         export_best=str(tmp_path / 'best.weights.h5'))
+    assert [c.role for c in loop.components] == ['export', 'preemption', 'checkpointer']
+    checkpointer = loop.component('checkpointer')
+    assert repr(checkpointer.save_policies) == \
+        '[SaveEvery(epochs=2), SaveEvery(seconds=60.0), SaveAtEnd()]'
+    assert repr(checkpointer.keep_policies) == \
+        "[KeepLatest(3), KeepBest(k=1, metric=None, mode='auto')]"
+    # attached when added: the best monitor watches the loop's metric in its direction
+    assert (checkpointer.best_monitor.name, checkpointer.best_monitor.mode) == \
+        ('valid_loss', 'min')
+
+
+def test_a_checkpointer_added_inside_the_block_is_refused(tmp_path):
+    with spt.TrainLoop([], max_epoch=1) as loop:
+        with pytest.raises(RuntimeError, match='^A Checkpointer must be added before the loop '
+                                               'is entered'):
+            loop.add_component(spt.Checkpointer(str(tmp_path), preemption_signals=()))

@@ -18,7 +18,7 @@ import tensorflow as tf
 from ...utils.events import Every
 from ...utils.misc import warn_user
 from ...utils.validation import check_bool, check_positive_int, check_positive_number
-from ..checkpoint.export import WEIGHTS_SUFFIX, check_export_path, is_keras_model, write_export
+from ..checkpoint.export import check_export_path
 from ..checkpoint.io import AsyncSaveStats, CheckpointWriteError
 from ..checkpoint.policies import (KeepBest, KeepLatest, KeepPolicy, SaveAtEnd, SaveEvery,
                                    SavePolicy, check_keep_policies, check_save_policies,
@@ -28,7 +28,7 @@ from ..checkpoint.store import CheckpointStore
 from ..event_keys import EventKeys
 from ..metrics.monitor import Monitor, loop_monitor
 from .base import LoopComponent
-from .export import ExportBest
+from .export import ExportBest, export_best_weights
 from .preemption import PREEMPTED_EXIT_CODE, Preemption, TrainingPreempted, check_signal
 
 __all__ = ['Checkpointer', 'TrainingPreempted', 'PREEMPTED_EXIT_CODE']
@@ -415,43 +415,22 @@ class Checkpointer(LoopComponent):
             ValueError: The directory of `path` does not exist, or `path`
                 does not suit the TF style.
         """
-        if self._keep_best is None:
-            raise RuntimeError('`export_best` needs `checkpoint_keep_best=True` (or a metric '
-                               'name): the weights of the best checkpoint are what it exports')
-        saver = self._saver or self._best_saver
-        if saver is None:
-            raise RuntimeError('`export_best` needs the loop to have been entered')
-        path = check_export_path(path, 'path')
-        saver.wait()   # a save in flight may carry a new pin, or prune the old one
-        recorded = saver.store.best()
-        if recorded is None:
-            name = self._best_monitor.name if self._best_monitor is not None else '?'
-            raise RuntimeError(
-                f'No best checkpoint to export in `checkpoint_dir` {self._dir!r}: `{name}`, '
-                f'which `checkpoint_keep_best` watches, has no value that counts (never '
-                f'collected, or only NaN); the metrics collected were '
-                f'{loop.metric_book.names()}')
-        values = saver.saved_values(recorded[0])
-        written = []
-        for target_path, targets in self._export_targets(path):
-            write_export(target_path, targets, values)
-            written.append(target_path)
-        return written
+        return export_best_weights(self, loop, path)
 
-    def _export_targets(self, path: str) -> list[tuple[str, Any]]:
-        if not tf.executing_eagerly():
-            variables = self._variables or tf.compat.v1.trainable_variables()
-            return [(path, variables)]
-        models = [(key, obj) for key, obj in self._objects.items() if is_keras_model(obj)]
-        if len(models) == 1:
-            return [(path, models[0][1])]
-        if models:
-            stem = path[:-len(WEIGHTS_SUFFIX)]
-            return [(f'{stem}-{key}{WEIGHTS_SUFFIX}', model) for key, model in models]
-        if not self._variables:
-            raise RuntimeError('`export_best` has nothing to export: pass `param_vars` or a '
-                               'Keras model in `checkpoint_save_objects`')
-        return [(path, self._variables)]
+    @property
+    def variables(self) -> Any:
+        """The variables given as `variables` (the loop's `param_vars`)."""
+        return self._variables
+
+    @property
+    def best_saver(self) -> CheckpointSaver | None:
+        """The saver of the latest entered loop, kept after it is left (for exports)."""
+        return self._saver or self._best_saver
+
+    @property
+    def keep_best(self) -> KeepBest | None:
+        """The :class:`~tfsnippet.scaffold.checkpoint.policies.KeepBest` policy, if any."""
+        return self._keep_best
 
     # ------------------------------------------------------------ restore
     def on_attach(self, loop: Any) -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..checkpoint.export import check_export_path
+import tensorflow as tf
+
+from ..checkpoint.export import WEIGHTS_SUFFIX, check_export_path, is_keras_model, write_export
 from .base import LoopComponent
 
-__all__ = ['ExportBest']
+__all__ = ['ExportBest', 'export_best_weights']
 
 
 class ExportBest(LoopComponent):
@@ -59,3 +61,48 @@ class ExportBest(LoopComponent):
         loop.println(f'Exported the best weights ({best[1]["metric"]} = '
                      f'{best[1]["value"]:.6g}, epoch {best[1]["epoch"]}, step '
                      f'{best[1]["step"]}) to {", ".join(self.exported)}')
+
+
+def export_best_weights(checkpointer: Any, loop: Any, path: str | os.PathLike[str]) -> list[str]:
+    """Write the weights of `checkpointer`'s best pinned checkpoint to `path`; return the
+    paths written (what :meth:`~tfsnippet.Checkpointer.export_best` does)."""
+    if checkpointer.keep_best is None:
+        raise RuntimeError('`export_best` needs `checkpoint_keep_best=True` (or a metric '
+                           'name): the weights of the best checkpoint are what it exports')
+    saver = checkpointer.best_saver
+    if saver is None:
+        raise RuntimeError('`export_best` needs the loop to have been entered')
+    path = check_export_path(path, 'path')
+    saver.wait()   # a save in flight may carry a new pin, or prune the old one
+    recorded = saver.store.best()
+    if recorded is None:
+        monitor = checkpointer.best_monitor
+        name = monitor.name if monitor is not None else '?'
+        raise RuntimeError(
+            f'No best checkpoint to export in `checkpoint_dir` {checkpointer.checkpoint_dir!r}: '
+            f'`{name}`, which `checkpoint_keep_best` watches, has no value that counts (never '
+            f'collected, or only NaN); the metrics collected were '
+            f'{loop.metric_book.names()}')
+    values = saver.saved_values(recorded[0])
+    written = []
+    for target_path, targets in _export_targets(checkpointer, path):
+        write_export(target_path, targets, values)
+        written.append(target_path)
+    return written
+
+
+def _export_targets(checkpointer: Any, path: str) -> list[tuple[str, Any]]:
+    variables = checkpointer.variables
+    if not tf.executing_eagerly():
+        return [(path, variables or tf.compat.v1.trainable_variables())]
+    models = [(key, obj) for key, obj in checkpointer.save_objects.items()
+              if is_keras_model(obj)]
+    if len(models) == 1:
+        return [(path, models[0][1])]
+    if models:
+        stem = path[:-len(WEIGHTS_SUFFIX)]
+        return [(f'{stem}-{key}{WEIGHTS_SUFFIX}', model) for key, model in models]
+    if not variables:
+        raise RuntimeError('`export_best` has nothing to export: pass `param_vars` or a '
+                           'Keras model in `checkpoint_save_objects`')
+    return [(path, variables)]
