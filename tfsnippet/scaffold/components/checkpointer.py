@@ -43,7 +43,7 @@ class Checkpointer(LoopComponent):
     :func:`~tfsnippet.scaffold.loop.build.build_components`.  The loop
     restores from the newest checkpoint when entered, before any component
     (:func:`~tfsnippet.scaffold.checkpoint.restore.restore_loop`; this
-    component provides the saver).
+    component provides the saver), so add it before entering the loop.
 
     **When** (`save`, a list of :mod:`save policies
     <tfsnippet.scaffold.checkpoint.policies>`): by default from the classic
@@ -69,8 +69,8 @@ class Checkpointer(LoopComponent):
     next start resumes exactly there.  ``SIGINT`` (Ctrl+C) keeps raising
     ``KeyboardInterrupt`` unless it is listed.
 
-    **The best checkpoints** (`keep_best`, or a :class:`~tfsnippet.scaffold.
-    checkpoint.policies.KeepBest` in `keep`): ``True`` watches the loop's
+    **The best checkpoints** (`keep_best`, or a ``KeepBest`` in `keep`):
+    ``True`` watches the loop's
     validation metric in its direction, a metric name watches that metric
     (``'min'``/``'max'`` from its name, see :class:`~tfsnippet.Monitor`;
     NaN is never the best).  At the end of an epoch in which the metric
