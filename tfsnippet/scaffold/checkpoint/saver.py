@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import pickle
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -32,11 +32,14 @@ from ...tfops.var_io import assign_variables
 from .io import AsyncCheckpointWriter, AsyncSaveStats, HostBuffers, write_bundle
 from .store import CheckpointStore, check_step
 
-__all__ = ['CheckpointSavableObject', 'CheckpointSaver', 'CheckpointError']
+__all__ = ['CheckpointSavableObject', 'CheckpointSaver', 'CheckpointError', 'LOOP_STATE_KEY']
 
 STATE_FILE = 'state.pkl'
 VARS_PREFIX = 'variables'
 _STATE_FORMAT = 1
+#: Where the loop's state is in a checkpoint's objects: the key of the format
+#: read since 0.3 (kept so that every checkpoint written so far still resumes).
+LOOP_STATE_KEY = '$$train_loop'
 
 
 class CheckpointError(RuntimeError):
@@ -112,6 +115,11 @@ class CheckpointSaver:
         max_to_keep: Keep this many newest checkpoints (``None``: all).
         durable: Fsync what a save writes, so that a saved checkpoint
             survives an OS crash too (see :class:`~.store.CheckpointStore`).
+        loop_state: A callable returning the training loop's state (a
+            picklable dict), saved beside the objects' states; :meth:`restore`
+            returns it under :data:`LOOP_STATE_KEY` without applying it (the
+            loop's restorer does).
+        keep: Keep policies for the store (see :mod:`~.policies`).
         asynchronous: Write in the background (see :mod:`~.io`): :meth:`save`
             waits for the previous save still in flight (back-pressure),
             copies the variables into host memory and the objects' states,
@@ -149,14 +157,18 @@ class CheckpointSaver:
     def __init__(self, variables: Sequence[Any] | Mapping[str, Any] | None, save_dir: str,
                  objects: Mapping[str, Any] | None = None, filename: str = 'checkpoint.dat',
                  max_to_keep: int | None = None, durable: bool = True,
-                 asynchronous: bool = False, save_meta: bool = True, strict: bool = False):
+                 asynchronous: bool = False, save_meta: bool = True, strict: bool = False,
+                 loop_state: Callable[[], Any] | None = None, keep: Any = None):
         asynchronous = check_bool(asynchronous, 'asynchronous')
         self._save_meta = check_bool(save_meta, 'save_meta')
         self._strict = check_bool(strict, 'strict')
+        if loop_state is not None and not callable(loop_state):
+            raise TypeError(f'`loop_state` must be a callable or None, got {loop_state!r}')
+        self._loop_state = loop_state
         self._variables = normalize_variables(variables, 'variables')
         self._objects = check_checkpoint_objects(objects, 'objects', allow_reserved=True)
         self._store = CheckpointStore(save_dir, filename=filename, max_to_keep=max_to_keep,
-                                      durable=durable)
+                                      durable=durable, keep=keep)
         self._graph_mode = not tf.executing_eagerly()
         self._graph = tf.compat.v1.get_default_graph() if self._graph_mode else None
         self._saver: Any = None
@@ -409,8 +421,7 @@ class CheckpointSaver:
         labels = dict(self._labels)
         if self._writer is not None:
             return self._save_async(step, var_dict, labels, session, self._writer, best)
-        states = {key: obj.get_state() for key, obj in self._objects.items()
-                  if isinstance(obj, CheckpointSavableObject)}
+        states = self._states()
 
         def write(directory: str) -> None:
             self._write_variables(var_dict, os.path.join(directory, VARS_PREFIX), session)
@@ -420,6 +431,13 @@ class CheckpointSaver:
                             f, protocol=pickle.HIGHEST_PROTOCOL)
 
         return self._store.save(step, write, best=best)
+
+    def _states(self) -> dict[str, Any]:
+        states = {key: obj.get_state() for key, obj in self._objects.items()
+                  if isinstance(obj, CheckpointSavableObject)}
+        if self._loop_state is not None:
+            states[LOOP_STATE_KEY] = {'loop': self._loop_state()}
+        return states
 
     def saved_values(self, path: str) -> dict[int, Any]:
         """The values that the checkpoint at `path` holds for the registered
@@ -443,8 +461,7 @@ class CheckpointSaver:
                     best: Mapping[str, Any] | None) -> str:
         writer.reserve()            # back-pressure: the buffers are the previous save's
         start = time.perf_counter()
-        states = {key: obj.get_state() for key, obj in self._objects.items()
-                  if isinstance(obj, CheckpointSavableObject)}
+        states = self._states()
         # pickled now: later changes of the objects must not reach this checkpoint
         state = pickle.dumps({'format': _STATE_FORMAT, 'step': step, 'variables': labels,
                               'objects': states}, protocol=pickle.HIGHEST_PROTOCOL)
@@ -471,9 +488,7 @@ class CheckpointSaver:
         """
         var_dict = self._variable_dict()
         session = self._session(session, var_dict)
-        for obj in self._objects.values():
-            if isinstance(obj, CheckpointSavableObject):
-                obj.get_state()
+        self._states()
         if not var_dict:
             return
         if self._graph_mode:

@@ -12,10 +12,12 @@ else on disk.
     checkpoint's *sequence number*: 1 for the first save into the folder,
     one more than any number seen before for each later save.
 ``checkpoint_index.json``
-    ``{"checkpoints": [names, oldest first], "seq": N, "best": B}``, where
-    ``N`` is the highest sequence number assigned when the index was
-    written, and ``B`` is ``null`` or ``{"name": <the pinned best
-    checkpoint>, ...what the caller recorded with it}``.
+    ``{"checkpoints": [names, oldest first], "seq": N, "best": B, "pins": P}``,
+    where ``N`` is the highest sequence number assigned when the index was
+    written, ``P`` the pinned checkpoints, best first (each ``{"name":
+    <checkpoint>, ...what the caller recorded with it}``; the k best of a
+    :class:`~.policies.KeepBest` policy), and ``B`` is ``null`` or the first
+    of them (what an index without ``"pins"``, of an older version, holds).
 ``.tmp-*``
     Unfinished writes (a checkpoint directory ``.tmp-<name>-<hex>/``, an
     index ``.tmp-<hex>.json``).  Never complete: removed by recovery.
@@ -86,6 +88,15 @@ pinned best, which it never removes (one more when the best is older).  A
 kill at any instant thus leaves the old best pinned (and present) or the
 new one.
 
+**Keep policies** (`keep`, see :mod:`~.policies`) generalise retention: a
+checkpoint stays when :class:`~.policies.KeepLatest` (the `max_to_keep`
+rule), :class:`~.policies.KeepEveryNth` or :class:`~.policies.KeepBest`
+keeps it, and the newest always stays.  With ``KeepBest(k)`` a pin adds the
+checkpoint to the k best (by the recorded ``value`` in its ``mode``) instead
+of replacing the one best; the one that falls out of them is unpinned and
+pruned in the same index replace, so a kill leaves the old pins or the new
+ones.
+
 **Recovery**: :meth:`CheckpointStore.recover` (what a start does, and what
 the first save of a store does first) deletes ``.tmp-`` entries, renames
 back a displaced copy whose checkpoint is missing and dooms the other
@@ -119,6 +130,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...utils.validation import check_positive_int
+from .policies import KeepBest, KeepLatest, KeepPolicy, check_keep_policies, rank_pins
 
 __all__ = ['CheckpointStore', 'INDEX_FILE', 'MARKER_FILE', 'TMP_PREFIX']
 
@@ -151,7 +163,7 @@ class _Scan:
 
     listed: list[str] = field(default_factory=list)
     index_seq: int | None = None
-    best: dict[str, Any] | None = None      # the index's record of the best, if any
+    pins: list[dict[str, Any]] = field(default_factory=list)   # the pinned, best first
     entries: dict[str, _Entry] = field(default_factory=dict)
     displaced: dict[str, list[_Entry]] = field(default_factory=dict)
     doomed: list[str] = field(default_factory=list)
@@ -178,6 +190,9 @@ class CheckpointStore:
         durable: Fsync files and directories, so that a saved checkpoint
             survives an OS crash or a power loss, not only a killed process.
             ``False`` is faster and still safe against a killed process.
+        keep: Keep policies (see :mod:`~.policies`), besides
+            `max_to_keep` (which is ``KeepLatest(max_to_keep)``).  Without
+            either, every checkpoint is kept.
 
     Raises:
         TypeError: `save_dir` is not a path, or `max_to_keep` not an int.
@@ -198,7 +213,8 @@ class CheckpointStore:
     """
 
     def __init__(self, save_dir: str | os.PathLike[str], filename: str = 'checkpoint.dat',
-                 max_to_keep: int | None = None, durable: bool = True):
+                 max_to_keep: int | None = None, durable: bool = True,
+                 keep: KeepPolicy | list[KeepPolicy] | None = None):
         if not isinstance(save_dir, (str, os.PathLike)) or not os.fspath(save_dir):
             raise TypeError(f'`save_dir` must be a directory path, got {save_dir!r}')
         if (not isinstance(filename, str) or not filename or filename.startswith('.') or
@@ -211,6 +227,10 @@ class CheckpointStore:
         self._filename = filename
         self._max_to_keep = check_positive_int(max_to_keep, 'max_to_keep', allow_none=True)
         self._durable = durable
+        self._keep = check_keep_policies(keep)
+        if self._max_to_keep is not None:
+            self._keep.append(KeepLatest(self._max_to_keep))
+        self._best_k = next((p.k for p in self._keep if isinstance(p, KeepBest)), 1)
         self._name_re = re.compile(re.escape(filename) + r'-(\d+)')
         self._recovered = False
 
@@ -229,6 +249,17 @@ class CheckpointStore:
     def max_to_keep(self) -> int | None:
         """How many checkpoints are kept (``None``: all)."""
         return self._max_to_keep
+
+    @property
+    def keep(self) -> list[KeepPolicy]:
+        """The keep policies (`max_to_keep` as a :class:`~.policies.KeepLatest`)."""
+        return list(self._keep)
+
+    @property
+    def best_k(self) -> int:
+        """How many checkpoints a pin keeps pinned (the ``k`` of its
+        :class:`~.policies.KeepBest`, else 1)."""
+        return self._best_k
 
     @property
     def durable(self) -> bool:
@@ -262,13 +293,15 @@ class CheckpointStore:
         `info` is what was given with it to :meth:`save` or :meth:`pin_best`.
         ``None`` when no checkpoint is pinned or the pinned one is gone.
         """
+        pinned = self.pinned()
+        return pinned[0] if pinned else None
+
+    def pinned(self) -> list[tuple[str, dict[str, Any]]]:
+        """``(path, info)`` of each pinned checkpoint present, best first."""
         scan = self._scan()
-        if scan.best is None:
-            return None
-        for entry in self._view(scan)[0]:
-            if entry.name == scan.best['name']:
-                return entry.path, {k: v for k, v in scan.best.items() if k != 'name'}
-        return None
+        paths = {e.name: e.path for e in self._view(scan)[0]}
+        return [(paths[pin['name']], {k: v for k, v in pin.items() if k != 'name'})
+                for pin in scan.pins if pin['name'] in paths]
 
     def _step_of(self, name: str) -> int | None:
         m = self._name_re.fullmatch(name)
@@ -285,7 +318,7 @@ class CheckpointStore:
         scan = _Scan()
         if not os.path.isdir(self._save_dir):
             return scan
-        scan.listed, scan.index_seq, scan.best = _read_index(
+        scan.listed, scan.index_seq, scan.pins = _read_index(
             os.path.join(self._save_dir, INDEX_FILE))
         for item in os.scandir(self._save_dir):
             name = item.name
@@ -405,13 +438,12 @@ class CheckpointStore:
         # 4. the index, with the retention rule applied
         names = [e.name for e in view if e.name != name] + [name]
         paths = {e.name: e.path for e in view}
+        # replacing a pinned checkpoint's content unpins it: the pin was of the old
+        pins = [p for p in scan.pins if p['name'] in names and p['name'] != name]
         if best_info is not None:
-            pin: dict[str, Any] | None = {**best_info, 'name': name}
-        else:   # replacing the pinned checkpoint's content unpins it: the pin was of the old
-            pin = (scan.best if scan.best is not None and scan.best['name'] in names and
-                   scan.best['name'] != name else None)
-        victims, names = self._retain(names, pin)
-        self._write_index(names, seq, pin)
+            pins = self._add_pin(pins, {**best_info, 'name': name})
+        victims, names = self._retain(names, pins)
+        self._write_index(names, seq, pins)
 
         # 5.-6. delete the pruned checkpoints and the displaced copy
         doomed = [self._doom(paths[n], n) for n in victims]
@@ -446,22 +478,41 @@ class CheckpointStore:
             raise ValueError(f'`step` {step} has no checkpoint to pin in {self._save_dir!r}; '
                              f'the checkpoints are {names}')
         paths = {e.name: e.path for e in view}
-        pin = {**info, 'name': name}
-        victims, names = self._retain(names, pin)
-        self._write_index(names, scan.max_seq(), pin)
+        pins = self._add_pin([p for p in scan.pins if p['name'] in names],
+                             {**info, 'name': name})
+        victims, names = self._retain(names, pins)
+        self._write_index(names, scan.max_seq(), pins)
         self._delete([self._doom(paths[n], n) for n in victims])
         return paths[name]
 
+    def _add_pin(self, pins: list[dict[str, Any]],
+                 pin: dict[str, Any]) -> list[dict[str, Any]]:
+        """`pins` with `pin` added: the new one alone (one best, or another metric),
+        else the `best_k` best of them."""
+        others = [p for p in pins if p['name'] != pin['name'] and
+                  p.get('metric') == pin.get('metric')]
+        if self._best_k == 1 or not others:
+            return [pin]
+        value = pin.get('value')
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or
+                pin.get('mode') not in ('min', 'max')):
+            raise TypeError(f'`best` must hold a number `value` and a `mode` of "min" or "max" '
+                            f'to rank it among the {self._best_k} best, got {pin!r}')
+        return rank_pins([pin] + others, self._best_k)
+
     def _retain(self, names: list[str],
-                pin: dict[str, Any] | None) -> tuple[list[str], list[str]]:
-        """``(removed, kept)`` of `names` (oldest first) by the retention rule: the
-        `max_to_keep` newest, and the pinned best."""
-        if self._max_to_keep is None or len(names) <= self._max_to_keep:
+                pins: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+        """``(removed, kept)`` of `names` (oldest first) by the keep policies: what
+        any of them keeps, the pinned checkpoints and the newest."""
+        if not self._keep or not names:
             return [], names
-        pinned = None if pin is None else pin['name']
-        cut = len(names) - self._max_to_keep
-        victims = [n for n in names[:cut] if n != pinned]
-        return victims, [n for n in names if n not in victims]
+        pinned = {p['name'] for p in pins}
+        steps = [self._step_of(n) or 0 for n in names]
+        kept = {names[-1]} | pinned
+        for policy in self._keep:
+            kept |= policy.keeps(names, steps, pinned)
+        victims = [n for n in names if n not in kept]
+        return victims, [n for n in names if n in kept]
 
     def recover(self) -> None:
         """Finish or undo what killed saves left; keep every complete checkpoint.
@@ -495,10 +546,10 @@ class CheckpointStore:
         view, stale = self._view(scan)
         names = [e.name for e in view]
         seq = scan.max_seq()
-        pin = scan.best if scan.best is not None and scan.best['name'] in names else None
-        if (names != scan.listed or pin != scan.best or
+        pins = [p for p in scan.pins if p['name'] in names]
+        if (names != scan.listed or pins != scan.pins or
                 (seq != scan.index_seq and (names or scan.listed))):
-            self._write_index(names, seq, pin)
+            self._write_index(names, seq, pins)
         doomed += [self._doom(e.path, e.name) for e in stale]
         self._delete(doomed, sync=bool(stale))
         self._recovered = True
@@ -519,12 +570,13 @@ class CheckpointStore:
                 self._sync_dir(os.path.dirname(path))
 
     def _write_index(self, names: list[str], seq: int,
-                     best: dict[str, Any] | None = None) -> None:
+                     pins: list[dict[str, Any]] | None = None) -> None:
+        pins = pins or []
         tmp = os.path.join(self._save_dir, f'{TMP_PREFIX}{uuid.uuid4().hex}.json')
         try:
             with open(tmp, 'w', encoding='utf-8') as f:
                 json.dump({'format': _INDEX_FORMAT, 'seq': seq, 'checkpoints': names,
-                           'best': best}, f)
+                           'best': pins[0] if pins else None, 'pins': pins}, f)
                 f.flush()
                 if self._durable:
                     os.fsync(f.fileno())
@@ -573,24 +625,25 @@ def check_step(step: Any, name: str = 'step') -> int:
     return value
 
 
-def _read_index(path: str) -> tuple[list[str], int | None, dict[str, Any] | None]:
-    """``(listed names, sequence number, best)``; ``([], None, None)`` without a
-    readable index."""
+def _read_index(path: str) -> tuple[list[str], int | None, list[dict[str, Any]]]:
+    """``(listed names, sequence number, pins best first)``; ``([], None, [])``
+    without a readable index."""
     try:
         with open(path, encoding='utf-8') as f:
             data = json.load(f)
     except (OSError, ValueError):
-        return [], None, None
+        return [], None, []
     if not isinstance(data, dict) or not isinstance(data.get('checkpoints'), list):
-        return [], None, None
+        return [], None, []
     names = [n for n in data['checkpoints'] if isinstance(n, str)]
     seq = data.get('seq')
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
         seq = None
-    best = data.get('best')
-    if not isinstance(best, dict) or best.get('name') not in names:
-        best = None
-    return names, seq, best
+    pins = data.get('pins')
+    if not isinstance(pins, list):   # an index of an older version: its one best
+        pins = [data.get('best')]
+    pins = [p for p in pins if isinstance(p, dict) and p.get('name') in names]
+    return names, seq, pins
 
 
 def _check_best_info(info: Any) -> dict[str, Any]:

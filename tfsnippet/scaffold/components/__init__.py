@@ -4,7 +4,9 @@ summaries, loss guard, reduce-on-plateau and the progress bar."""
 from .base import LoopComponent
 from .checkpointer import Checkpointer
 from .early_stopping import EarlyStopping
+from .export import ExportBest
 from .loss_guard import LossGuard, LossGuardError
+from .preemption import Preemption, TrainingPreempted
 from .progress_bar import ProgressBar
 from .reduce_on_plateau import ReduceOnPlateau
 from .run_recorder import RunRecorder
@@ -12,4 +14,5 @@ from .summaries import SummaryLogger
 from .warm_start import WarmStart
 
 __all__ = ['LoopComponent', 'Checkpointer', 'EarlyStopping', 'LossGuard', 'LossGuardError',
-           'ProgressBar', 'ReduceOnPlateau', 'RunRecorder', 'SummaryLogger', 'WarmStart']
+           'ProgressBar', 'ReduceOnPlateau', 'RunRecorder', 'SummaryLogger', 'WarmStart',
+           'ExportBest', 'Preemption', 'TrainingPreempted']

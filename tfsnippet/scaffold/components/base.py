@@ -21,9 +21,13 @@ class LoopComponent:
     reduce-on-plateau and the progress bar are components; your own can be
     added with :meth:`TrainLoop.add_component`.  Its hooks run in this order:
 
+    * :meth:`on_attach`, when it is added to the loop: build what depends on
+      the loop (a :class:`~tfsnippet.Monitor` of its validation metric...),
+      so that a state the loop restores has a home;
     * :meth:`on_restore`, in registration order, when the ``with`` block is
-      entered, before any component's :meth:`on_enter`: where a checkpoint
-      (or a warm start) puts back the loop's and the components' state;
+      entered, after the loop restored its checkpoint (which gave each
+      component its state through :meth:`load_state_dict`), before any
+      component's :meth:`on_enter`: where a warm start puts back weights;
     * :meth:`on_enter`, in registration order, after every ``on_restore``
       and before ``ENTER_LOOP`` fires: subscribe to events here, with
       :meth:`subscribe` (its handlers are removed when the loop is left);
@@ -66,8 +70,11 @@ class LoopComponent:
                             f'{loop.epoch}; the metrics collected were {book.names()}')
         loop.events.on(EventKeys.AFTER_EPOCH, check, owner=(self, 'expect', name))
 
+    def on_attach(self, loop: TrainLoop) -> None:
+        """Called when the component is added to `loop` (before its state may arrive)."""
+
     def on_restore(self, loop: TrainLoop) -> None:
-        """Called first when `loop` is entered, to put back saved state."""
+        """Called first when `loop` is entered, after the loop restored its checkpoint."""
 
     def on_enter(self, loop: TrainLoop) -> None:
         """Called when `loop` is entered."""

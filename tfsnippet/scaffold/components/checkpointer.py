@@ -1,81 +1,81 @@
-"""The loop component that saves checkpoints on a schedule and resumes from them."""
+"""The loop component that decides when checkpoints are saved and what is kept.
+
+Where they go and what stays is the store's business (:mod:`..checkpoint.store`
+with the keep policies of :mod:`..checkpoint.policies`); resuming is the
+loop's (:mod:`..checkpoint.restore`); saving on preemption and exporting the
+best weights are components of their own (:mod:`.preemption`, :mod:`.export`).
+"""
 
 from __future__ import annotations
 
 import os
-import signal
-import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable
 
 import tensorflow as tf
 
 from ...utils.events import Every
 from ...utils.misc import warn_user
-from ...utils.status import PREEMPTED_EXIT_CODE
 from ...utils.validation import check_bool, check_positive_int, check_positive_number
-from ..checkpoint.export import WEIGHTS_SUFFIX, check_export_path, is_keras_model, write_export
+from ..checkpoint.export import check_export_path
 from ..checkpoint.io import AsyncSaveStats, CheckpointWriteError
-from ..checkpoint.saver import (STATE_FILE, CheckpointSavableObject, CheckpointSaver,
-                                check_checkpoint_objects)
+from ..checkpoint.policies import (KeepBest, KeepLatest, KeepPolicy, SaveAtEnd, SaveEvery,
+                                   SavePolicy, check_keep_policies, check_save_policies,
+                                   enters_best, rank_pins)
+from ..checkpoint.saver import STATE_FILE, CheckpointSaver, check_checkpoint_objects
 from ..checkpoint.store import TMP_PREFIX, CheckpointStore
 from ..event_keys import EventKeys
 from ..metrics.monitor import Monitor, loop_monitor
 from .base import LoopComponent
+from .export import ExportBest, export_best_weights
+from .preemption import PREEMPTED_EXIT_CODE, Preemption, TrainingPreempted, check_signal
 
 __all__ = ['Checkpointer', 'TrainingPreempted', 'PREEMPTED_EXIT_CODE']
 
-
-class _LoopState(CheckpointSavableObject):
-    """The loop's counters and its components' states, as one savable object."""
-
-    def __init__(self, loop: Any):
-        self._loop = loop
-
-    def get_state(self) -> dict[str, Any]:
-        return {'loop': self._loop.state_dict()}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self._loop.load_state_dict(state['loop'])
-
-
-#: Key of the loop's own state among the checkpointed objects.
-LOOP_STATE_KEY = '$$train_loop'
-
-
-class TrainingPreempted(SystemExit):
-    """Raised out of the loop after a preemption signal, once the checkpoint is saved.
-
-    It is a ``SystemExit`` with :data:`PREEMPTED_EXIT_CODE`: uncaught, the
-    process exits with that status, and the next start resumes from the
-    checkpoint.
-    """
+_check_signal = check_signal   # the classic private name
 
 
 class Checkpointer(LoopComponent):
-    """Saves the loop's checkpoints on a schedule and resumes from them.
+    """Saves the loop's checkpoints when its save policies say so; the loop resumes from them.
 
     Used by ``TrainLoop(checkpoint_dir=...)``; see
-    :func:`~tfsnippet.scaffold.loop.build.build_components`.  It restores
-    in :meth:`on_restore`, before any component is entered, and saves
-    after every `epoch_freq` epochs, every `step_freq` steps, at the end
-    of the first step `secs` seconds after the last save, and when the loop
-    is left normally (a re-run of a finished job redoes nothing).
+    :func:`~tfsnippet.scaffold.loop.build.build_components`.  The loop
+    restores from the newest checkpoint when entered, before any component
+    (:func:`~tfsnippet.scaffold.checkpoint.restore.restore_loop`; this
+    component provides the saver), so add it before entering the loop.
 
-    **Preemption**: while the loop is entered (in the main thread), the
-    `preemption_signals` (``SIGTERM`` by default: what Kubernetes, SLURM
-    and spot instances send before they kill a process) make the loop save
-    a checkpoint at the next step or epoch boundary, say so, and raise
-    :class:`TrainingPreempted` (exit status 143); the next start resumes
-    exactly there.  ``SIGINT`` (Ctrl+C) keeps raising ``KeyboardInterrupt``
-    unless it is listed.
+    **When** (`save`, a list of :mod:`save policies
+    <tfsnippet.scaffold.checkpoint.policies>`): by default from the classic
+    keywords, after every `epoch_freq` epochs (``SaveEvery(epochs=N)``),
+    every `step_freq` steps (``SaveEvery(steps=N)``), at the end of the
+    first step `secs` seconds after the last save (``SaveEvery(seconds=S)``),
+    and when the loop is left normally (``SaveAtEnd()``: a re-run of a
+    finished job redoes nothing).
 
-    **The best checkpoint** (`keep_best`): ``True`` watches the loop's
+    **What stays** (`keep`, a list of keep policies applied by the store):
+    by default the `max_to_keep` newest (``KeepLatest``; all without it)
+    and, with `keep_best`, the best (``KeepBest(k=1)``).  ``KeepBest(k=2,
+    metric='valid_loss')`` keeps the two best; ``KeepEveryNth(n)`` the
+    checkpoints of steps that are multiples of n.
+
+    **Preemption** (`preemption_signals`, a shortcut for a
+    :class:`~tfsnippet.scaffold.components.preemption.Preemption` that this
+    component runs itself; ``TrainLoop`` adds one of its own instead):
+    while the loop is entered (in the main thread), ``SIGTERM`` (what
+    Kubernetes, SLURM and spot instances send before they kill a process)
+    makes the loop save a checkpoint at the next step or epoch boundary,
+    say so, and raise :class:`TrainingPreempted` (exit status 143); the
+    next start resumes exactly there.  ``SIGINT`` (Ctrl+C) keeps raising
+    ``KeyboardInterrupt`` unless it is listed.
+
+    **The best checkpoints** (`keep_best`, or a ``KeepBest`` in `keep`):
+    ``True`` watches the loop's
     validation metric in its direction, a metric name watches that metric
     (``'min'``/``'max'`` from its name, see :class:`~tfsnippet.Monitor`;
     NaN is never the best).  At the end of an epoch in which the metric
-    improved, the checkpoint of that epoch (the scheduled one, or one
+    improved (with ``KeepBest(k)``: in which its best value enters the k
+    best), the checkpoint of that epoch (the scheduled one, or one
     saved for this) is pinned as the best: the index records it with the
     metric's name and value, it is kept beside the `max_to_keep` newest
     checkpoints, and the checkpoint pinned before becomes an ordinary one
@@ -85,7 +85,9 @@ class Checkpointer(LoopComponent):
     best.  The pinned checkpoint holds the state at the end of that epoch:
     validate after the step loop for the weights that were validated.
 
-    **Export** (`export_best`): when the loop is left normally (not through
+    **Export** (`export_best`, a shortcut for an
+    :class:`~tfsnippet.scaffold.components.export.ExportBest` that this
+    component runs itself): when the loop is left normally (not through
     an exception or a preemption), the pinned best weights are written for
     serving with :meth:`export_best`.
 
@@ -126,7 +128,9 @@ class Checkpointer(LoopComponent):
                  preemption_signals: Sequence[str | int] = ('SIGTERM',),
                  keep_best: bool | str = False,
                  export_best: str | os.PathLike[str] | None = None,
-                 asynchronous: bool = False):
+                 asynchronous: bool = False,
+                 save: Sequence[SavePolicy] | None = None,
+                 keep: Sequence[KeepPolicy] | None = None):
         if not isinstance(checkpoint_dir, (str, os.PathLike)) or not str(checkpoint_dir):
             raise TypeError(f'`checkpoint_dir` must be a directory path, got {checkpoint_dir!r}')
         epoch_freq = check_positive_int(epoch_freq, 'checkpoint_epoch_freq', allow_none=True)
@@ -145,37 +149,77 @@ class Checkpointer(LoopComponent):
         if not isinstance(keep_best, (bool, str)) or keep_best == '':
             raise TypeError(f'`checkpoint_keep_best` must be True, False or a metric name, got '
                             f'{keep_best!r}')
+        if save is None:
+            save = [SaveEvery(epochs=epoch_freq)] if epoch_freq is not None else []
+            save += [SaveEvery(steps=step_freq)] if step_freq is not None else []
+            save += [SaveEvery(seconds=secs)] if secs is not None else []
+            save.append(SaveAtEnd())
+        elif (epoch_freq, step_freq, secs) != (None, None, None):
+            raise ValueError('`save` replaces `epoch_freq`, `step_freq` and `secs`: give '
+                             'one or the other')
+        self._save = check_save_policies(save)
+        policies = check_keep_policies(keep)
+        if max_to_keep is not None:
+            policies.append(KeepLatest(max_to_keep))
+        if keep_best is not False:
+            if any(isinstance(p, KeepBest) for p in policies):
+                raise ValueError('`checkpoint_keep_best` is a shortcut for `KeepBest(k=1)`: '
+                                 'give it or a KeepBest in `keep`, not both')
+            policies.append(KeepBest(1, None if keep_best is True else keep_best))
+        self._keep = policies
+        self._keep_best: KeepBest | None = next(
+            (p for p in policies if isinstance(p, KeepBest)), None)
         if export_best is not None:
-            if keep_best is False:
+            if self._keep_best is None:
                 raise ValueError('`export_best` needs `checkpoint_keep_best`: the weights of the '
                                  'best checkpoint are what it exports')
             # the loop creates `checkpoint_dir`: the export may go into it
             export_best = check_export_path(export_best, 'export_best',
                                             created_dir=os.fspath(checkpoint_dir))
-        self._keep_best = keep_best
-        self._export_path = export_best
         self._best_monitor: Monitor | None = None
-        self._best_pending: float | None = None     # an improvement not pinned yet
-        self._pinned: dict[str, Any] | None = None   # the record this run pinned last
+        self._candidate: float | None = None    # this epoch's best value, not judged yet
+        self._pins: list[dict[str, Any]] = []   # the k best pinned, best first
         self._unwatch: Callable[[], None] | None = None
         self._best_saver: CheckpointSaver | None = None   # kept after the exit, for exports
         self._async = check_bool(asynchronous, 'checkpoint_async')
-        self._signals = [_check_signal(sig) for sig in preemption_signals]
         self._dir = os.path.abspath(checkpoint_dir)
-        self._epoch_freq = epoch_freq
-        self._step_freq = step_freq
-        self._secs = secs
-        self._max_to_keep = max_to_keep
         self._objects = check_checkpoint_objects(save_objects, 'checkpoint_save_objects')
         self._restore = restore
         self._variables = variables
         self._saver: CheckpointSaver | None = None
         self._step_schedules: list[Every] = []
         self._last_saved: tuple[int, int, bool] | None = None   # (epoch, step, epoch over)
-        self._previous_handlers: dict[int, Any] = {}
-        self._preempted_by: str | None = None
         self._async_stats: AsyncSaveStats | None = None
+        self._finished = False
+        self._preemption: Preemption | None = None
+        # the shortcuts this component runs itself (TrainLoop adds its own instead)
+        self._inner: list[LoopComponent] = []
+        if preemption_signals:
+            self._inner.append(Preemption(preemption_signals, checkpointer=self))
+        if export_best is not None:
+            self._inner.append(ExportBest(export_best, checkpointer=self))
         self.restored_from: str | None = None   # the checkpoint resumed at enter, if any
+
+    @property
+    def save_policies(self) -> list[SavePolicy]:
+        """When this checkpointer saves."""
+        return list(self._save)
+
+    @property
+    def keep_policies(self) -> list[KeepPolicy]:
+        """What its store keeps."""
+        return list(self._keep)
+
+    @property
+    def restore_from(self) -> bool | str:
+        """What the loop resumes from: ``True`` the newest checkpoint, ``False``
+        none, or a checkpoint's path (``restore_checkpoint``)."""
+        return self._restore
+
+    @property
+    def finished(self) -> bool:
+        """Whether the last loop was left normally with every save done."""
+        return self._finished
 
     @property
     def checkpoint_dir(self) -> str:
@@ -218,7 +262,7 @@ class Checkpointer(LoopComponent):
     @property
     def best_monitor(self) -> Monitor | None:
         """The :class:`~tfsnippet.Monitor` of the metric `keep_best` watches
-        (``None`` without `keep_best` or before the loop is entered)."""
+        (``None`` without `keep_best` or before it is added to a loop)."""
         return self._best_monitor
 
     def best_checkpoint(self) -> tuple[str, dict[str, Any]] | None:
@@ -229,7 +273,7 @@ class Checkpointer(LoopComponent):
         """
         saver = self._saver or self._best_saver
         if saver is None:
-            return CheckpointStore(os.path.join(self._dir, 'checkpoint')).best()
+            return self._store().best()
         saver.wait()   # a save in flight may carry a new pin
         return saver.store.best()
 
@@ -254,8 +298,8 @@ class Checkpointer(LoopComponent):
         try:
             if backend is not None and backend.coordinator is not None:
                 backend.barrier()   # the scheduled steps are done: the variables are settled
-            if best is None and self._pinned is not None and self._pinned['step'] == loop.step:
-                best = self._pinned   # saved again at the step this run pinned: still the best
+            if best is None:   # saved again at a step pinned: still among the best
+                best = next((p for p in self._pins if p.get('step') == loop.step), None)
             if loop.is_chief:
                 path = self._saver.save(loop.step, best=best)
             else:   # read what the chief saves (collectives included), write nothing
@@ -301,38 +345,53 @@ class Checkpointer(LoopComponent):
 
     # ------------------------------------------------------------ the best
     def _on_best_value(self, value: float) -> None:
-        assert self._best_monitor is not None
-        if self._best_monitor.update(value):
-            self._best_pending = self._best_monitor.best
+        monitor = self._best_monitor
+        assert monitor is not None
+        monitor.update(value)
+        if monitor.is_better(value, self._candidate):
+            self._candidate = float(value)
 
     def _save_best(self, loop: Any) -> str | None:
-        """Pin the checkpoint of now as the best, if the metric improved since the
-        last pin: the one saved here already, else a new one."""
-        if self._best_pending is None:
+        """Pin the checkpoint of now among the best, if this epoch's best value enters
+        them: the one saved here already, else a new one."""
+        value, self._candidate = self._candidate, None
+        policy, monitor = self._keep_best, self._best_monitor
+        if value is None or policy is None or monitor is None or \
+                not enters_best(self._pins, value, monitor.mode, policy.k):
             return None
-        assert self._saver is not None and self._best_monitor is not None
-        monitor = self._best_monitor
-        record = {'metric': monitor.name, 'value': self._best_pending, 'mode': monitor.mode,
+        assert self._saver is not None
+        record = {'metric': monitor.name, 'value': value, 'mode': monitor.mode,
                   'epoch': loop.epoch, 'step': loop.step}
-        self._best_pending = None
+        others = [p for p in self._pins if p.get('step') != loop.step]
+        self._pins = [record] if policy.k == 1 else rank_pins([record] + others, policy.k)
         store = self._saver.store
-        if self._last_saved == (loop.epoch, loop.step, loop.progress.epoch_finished):
+        now = (loop.epoch, loop.step, loop.progress.epoch_finished)
+        if self._last_saved == now:
             # the checkpoint of now is saved (or on its way): pin it.  The same
             # choice on every worker, so none reads what the others do not
             if not loop.is_chief:
                 return store.path_of(loop.step)
             if self._async:
                 self.wait()
-        self._pinned = record
-        if self._last_saved == (loop.epoch, loop.step, loop.progress.epoch_finished) and \
-                store.path_of(loop.step) in store.checkpoints():
-            try:
-                return store.pin_best(loop.step, record)
-            except OSError as e:
-                raise RuntimeError(
-                    f'Could not pin the best checkpoint in `checkpoint_dir` {self._dir!r}: '
-                    f'{type(e).__name__}: {e}; the earlier checkpoints are intact') from e
+            if store.path_of(loop.step) in store.checkpoints():
+                try:
+                    return store.pin_best(loop.step, record)
+                except OSError as e:
+                    raise RuntimeError(
+                        f'Could not pin the best checkpoint in `checkpoint_dir` {self._dir!r}: '
+                        f'{type(e).__name__}: {e}; the earlier checkpoints are intact') from e
         return self.save(loop, best=record)
+
+    def best_checkpoints(self) -> list[tuple[str, dict[str, Any]]]:
+        """``(path, record)`` of each pinned best checkpoint on disk, best first."""
+        saver = self._saver or self._best_saver
+        if saver is None:
+            return self._store().pinned()
+        saver.wait()
+        return saver.store.pinned()
+
+    def _store(self) -> CheckpointStore:
+        return CheckpointStore(os.path.join(self._dir, 'checkpoint'), keep=self._keep)
 
     def export_best(self, loop: Any, path: str | os.PathLike[str]) -> list[str]:
         """Write the weights of the pinned best checkpoint to `path`, for serving.
@@ -358,54 +417,40 @@ class Checkpointer(LoopComponent):
             ValueError: The directory of `path` does not exist, or `path`
                 does not suit the TF style.
         """
-        if self._keep_best is False:
-            raise RuntimeError('`export_best` needs `checkpoint_keep_best=True` (or a metric '
-                               'name): the weights of the best checkpoint are what it exports')
-        saver = self._saver or self._best_saver
-        if saver is None:
-            raise RuntimeError('`export_best` needs the loop to have been entered')
-        path = check_export_path(path, 'path', created_dir=self._dir)
-        os.makedirs(os.path.dirname(path), exist_ok=True)   # within `checkpoint_dir`
-        saver.wait()   # a save in flight may carry a new pin, or prune the old one
-        recorded = saver.store.best()
-        if recorded is None:
-            name = self._best_monitor.name if self._best_monitor is not None else '?'
-            raise RuntimeError(
-                f'No best checkpoint to export in `checkpoint_dir` {self._dir!r}: `{name}`, '
-                f'which `checkpoint_keep_best` watches, has no value that counts (never '
-                f'collected, or only NaN); the metrics collected were '
-                f'{loop.metric_book.names()}')
-        values = saver.saved_values(recorded[0])
-        written = []
-        for target_path, targets in self._export_targets(path):
-            write_export(target_path, targets, values)
-            written.append(target_path)
-        return written
+        return export_best_weights(self, loop, path)
 
-    def _export_targets(self, path: str) -> list[tuple[str, Any]]:
-        if not tf.executing_eagerly():
-            variables = self._variables or tf.compat.v1.trainable_variables()
-            return [(path, variables)]
-        models = [(key, obj) for key, obj in self._objects.items() if is_keras_model(obj)]
-        if len(models) == 1:
-            return [(path, models[0][1])]
-        if models:
-            stem = path[:-len(WEIGHTS_SUFFIX)]
-            return [(f'{stem}-{key}{WEIGHTS_SUFFIX}', model) for key, model in models]
-        if not self._variables:
-            raise RuntimeError('`export_best` has nothing to export: pass `param_vars` or a '
-                               'Keras model in `checkpoint_save_objects`')
-        return [(path, self._variables)]
-
-    # ------------------------------------------------------------ hooks
     @property
-    def preempted_by(self) -> str | None:
-        """The name of the preemption signal received, or ``None``."""
-        return self._preempted_by
+    def variables(self) -> Any:
+        """The variables given as `variables` (the loop's `param_vars`)."""
+        return self._variables
 
-    def on_restore(self, loop: Any) -> None:
-        chief = loop.is_chief
-        if chief:
+    @property
+    def best_saver(self) -> CheckpointSaver | None:
+        """The saver of the latest entered loop, kept after it is left (for exports)."""
+        return self._saver or self._best_saver
+
+    @property
+    def keep_best(self) -> KeepBest | None:
+        """The :class:`~tfsnippet.scaffold.checkpoint.policies.KeepBest` policy, if any."""
+        return self._keep_best
+
+    # ------------------------------------------------------------ restore
+    def on_attach(self, loop: Any) -> None:
+        policy = self._keep_best
+        self._best_monitor = None if policy is None else loop_monitor(
+            loop, 'checkpoint_keep_best', policy.metric,
+            None if policy.mode == 'auto' else policy.mode)
+
+    def open_saver(self, loop: Any) -> CheckpointSaver:
+        """Build the saver of an entered `loop` (its variables and objects, and the
+        loop's state as :meth:`TrainLoop.state_dict` gives it) and, on the chief,
+        clean up after a killed save; what the loop's restorer reads from.
+
+        Raises:
+            ValueError: `checkpoint_dir` is not writable (on the chief), or holds
+                checkpoints of the classic ``tf.train.Saver``.
+        """
+        if loop.is_chief:
             self._check_writable()
         if tf.executing_eagerly():
             variables = self._variables
@@ -413,56 +458,34 @@ class Checkpointer(LoopComponent):
             # graph mode: every global variable as it is now (not when the
             # loop was constructed, so later variables are not left out)
             variables = list(tf.compat.v1.global_variables())
-        objects = dict(self._objects)
-        objects[LOOP_STATE_KEY] = _LoopState(loop)
         self._saver = CheckpointSaver(
-            variables, os.path.join(self._dir, 'checkpoint'), objects=objects,
-            max_to_keep=self._max_to_keep, asynchronous=self._async, strict=True)
+            variables, os.path.join(self._dir, 'checkpoint'), objects=self._objects,
+            keep=self._keep, asynchronous=self._async, loop_state=loop.state_dict,
+            strict=True)
         self._async_stats = self._saver.async_stats
-        if chief:   # the other workers only read
+        if loop.is_chief:   # the other workers only read
             self._saver.remove_stale_temporaries()
         self._refuse_classic_format()
-        restored = None
-        try:
-            if self._restore is True:
-                restored = self._saver.restore_latest(ignore_non_exist=True)
-            elif self._restore is not False:
-                restored = (self._restore, self._saver.restore(self._restore))
-        except ValueError as e:
-            raise ValueError(
-                f'{e}. The model changed since the checkpoint was saved: to start afresh, pass '
-                f'`restore_checkpoint=False` or use a new `checkpoint_dir` (and '
-                f'`spt.warm_start` to reuse the matching weights)') from e
-        backend = loop.backend
-        if backend is not None and backend.num_workers > 1:
-            # every worker must go on from the chief's checkpoint (two all-reduces)
-            mine = -1. if restored is None else float(loop.step)
-            chief = backend.broadcast_from_chief(mine)
-            if backend.agree_any(chief != mine):
-                def desc(step: float) -> str:
-                    return 'no checkpoint' if step < 0 else f'the checkpoint of step {int(step)}'
-                raise RuntimeError(
-                    f'The workers resumed from different checkpoints (this worker, '
-                    f'{backend.worker_index}: {desc(mine)}; the chief: {desc(chief)}): every '
-                    f'worker must read the same `checkpoint_dir` {self._dir!r}, a directory '
-                    f'they share')
+        return self._saver
+
+    def restored(self, loop: Any, path: str | None) -> None:
+        """The loop's restorer resumed `loop` from `path` (``None``: from nothing)."""
+        assert self._saver is not None
         # what is on disk now (or nothing to save yet): the exit saves only a newer state
         self._last_saved = (loop.epoch, loop.step, loop.progress.epoch_finished)
-        self.restored_from = None if restored is None else restored[0]
+        self.restored_from = path
         self._best_saver = self._saver
-        self._best_monitor, self._best_pending, self._pinned = None, None, None
-        if self._keep_best is not False:
-            self._best_monitor = loop_monitor(
-                loop, 'checkpoint_keep_best', None if self._keep_best is True else self._keep_best,
-                None)
-            recorded = self._saver.store.best() if restored is not None else None
-            value = None if recorded is None else recorded[1].get('value')
-            if (recorded is not None and recorded[1].get('metric') == self._best_monitor.name
-                    and isinstance(value, (int, float))):
-                self._best_monitor.best = float(value)   # the pinned best survives resumes
-        if restored is not None:
-            loop.println(f'Resume training: epoch {loop.epoch}, step {loop.step}, '
-                         f'from checkpoint {restored[0]}')
+        self._candidate, self._pins = None, []
+        self._finished = False
+        policy = self._keep_best
+        if policy is not None and self._best_monitor is not None:
+            self._best_monitor.reset()
+            if path is not None:   # the pinned best survive resumes
+                self._pins = [dict(info) for _, info in self._saver.store.pinned()
+                              if info.get('metric') == self._best_monitor.name and
+                              isinstance(info.get('value'), (int, float))][:policy.k]
+            if self._pins:
+                self._best_monitor.best = float(self._pins[0]['value'])
 
     def _refuse_classic_format(self) -> None:
         """A directory of the classic ``tf.train.Saver`` checkpoints is not ours to resume."""
@@ -476,7 +499,34 @@ class Checkpointer(LoopComponent):
                 f'(a `tf.train.Saver` directory), which cannot be resumed: use a new '
                 f'`checkpoint_dir`, and `spt.warm_start(...)` to load their weights')
 
+    # ------------------------------------------------------------ preemption
+    def use_preemption(self, preemption: Preemption) -> None:
+        """Called by the :class:`Preemption` that saves through this checkpointer."""
+        self._preemption = preemption
+
+    @property
+    def preempted_by(self) -> str | None:
+        """The name of the preemption signal received, or ``None``."""
+        return None if self._preemption is None else self._preemption.preempted_by
+
+    def preempt(self, loop: Any, signal_name: str) -> None:
+        """Save a checkpoint now, say so and raise :class:`TrainingPreempted`
+        (through the loop's :class:`Preemption`)."""
+        if self._preemption is None:
+            raise RuntimeError('No Preemption component saves through this Checkpointer')
+        self._preemption.preempt(loop, signal_name)
+
+    def save_now(self, loop: Any) -> str:
+        """Save the checkpoint of now (pinned if it enters the best) and wait for it."""
+        path = self._save_best(loop) or self.save(loop)
+        self.wait()
+        return path
+
+    # ------------------------------------------------------------ hooks
     def on_enter(self, loop: Any) -> None:
+        if self._saver is None:
+            raise RuntimeError('A Checkpointer must be added before the loop is entered: the '
+                               'loop restores through it when entered')
         if self._best_monitor is not None:
             name = self._best_monitor.name
             self._unwatch = loop.watch_metric(name, self._on_best_value)
@@ -484,14 +534,15 @@ class Checkpointer(LoopComponent):
             # reverse order, so the pin comes after it and reuses its checkpoint
             self.subscribe(loop, EventKeys.AFTER_EPOCH, self._save_best)
             self.expect_metric(loop, name, '`checkpoint_keep_best`')
-        if self._epoch_freq is not None:
-            self.subscribe(loop, EventKeys.AFTER_EPOCH, self.save,
-                           every=Every(epochs=self._epoch_freq))
         self._step_schedules = []
-        if self._step_freq is not None:
-            self._step_schedules.append(Every(steps=self._step_freq))
-        if self._secs is not None:
-            self._step_schedules.append(Every(seconds=self._secs))
+        for policy in self._save:
+            if isinstance(policy, SaveEvery) and policy.epochs is not None:
+                self.subscribe(loop, EventKeys.AFTER_EPOCH, self.save,
+                               every=Every(epochs=policy.epochs))
+            elif isinstance(policy, SaveEvery) and policy.steps is not None:
+                self._step_schedules.append(Every(steps=policy.steps))
+            elif isinstance(policy, SaveEvery):
+                self._step_schedules.append(Every(seconds=policy.seconds))
         for schedule in self._step_schedules:
             schedule.reset(loop)
         if self._step_schedules:
@@ -499,34 +550,8 @@ class Checkpointer(LoopComponent):
         if self._async:
             self.subscribe(loop, EventKeys.AFTER_STEP, self._check_background)
             self.subscribe(loop, EventKeys.AFTER_EPOCH, self._check_background)
-        self._preempted_by = None
-        if threading.current_thread() is threading.main_thread():
-            for sig in self._signals:
-                self._previous_handlers[sig] = signal.signal(
-                    sig, lambda signum, frame: self._on_signal(loop, signum))
-
-    def _on_signal(self, loop: Any, signum: int) -> None:
-        # runs in the main thread between two bytecodes: only note it; the save
-        # waits for the next step or epoch boundary
-        if self._preempted_by is None:
-            self._preempted_by = signal.Signals(signum).name
-            backend = loop.backend
-            if backend is None or backend.num_workers == 1:   # else agreed at a sync point
-                self.subscribe(loop, EventKeys.AFTER_STEP, self._preempt)
-                self.subscribe(loop, EventKeys.AFTER_EPOCH, self._preempt)
-
-    def _preempt(self, loop: Any) -> None:
-        self.preempt(loop, self._preempted_by or 'a signal')
-
-    def preempt(self, loop: Any, signal_name: str) -> None:
-        """Save a checkpoint now, say so and raise :class:`TrainingPreempted`."""
-        self._preempted_by = signal_name
-        path = self._save_best(loop) or self.save(loop)
-        self.wait()
-        loop.println(f'Preempted by {self._preempted_by} at epoch {loop.epoch}, step '
-                     f'{loop.step}: saved checkpoint {path}; exiting with status '
-                     f'{PREEMPTED_EXIT_CODE}, the next start resumes from it')
-        raise TrainingPreempted(PREEMPTED_EXIT_CODE)
+        for inner in self._inner:
+            inner.on_enter(loop)
 
     def _after_step(self, loop: Any) -> None:
         due = False
@@ -536,9 +561,32 @@ class Checkpointer(LoopComponent):
             self.save(loop)
 
     def on_exit(self, loop: Any, error: BaseException | None) -> None:
-        for sig, previous in self._previous_handlers.items():
-            signal.signal(sig, previous)
-        self._previous_handlers = {}
+        # the shortcuts exit after the final save, the preemption first
+        inner = [c for c in self._inner if isinstance(c, Preemption)] + \
+            [c for c in self._inner if not isinstance(c, Preemption)]
+        try:
+            try:
+                self._exit(loop, error)
+            except BaseException as e:
+                for c in inner:
+                    try:
+                        c.on_exit(loop, e)
+                    except BaseException as other:
+                        warn_user(f'{type(c).__name__} failed to exit the loop: '
+                                  f'{type(other).__name__}: {other}', RuntimeWarning)
+                    finally:
+                        loop.events.remove_owned(c)
+                raise
+            for c in inner:
+                try:
+                    c.on_exit(loop, error)
+                finally:
+                    loop.events.remove_owned(c)
+        finally:
+            self._saver = None
+
+    def _exit(self, loop: Any, error: BaseException | None) -> None:
+        self._finished = False
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
@@ -548,27 +596,17 @@ class Checkpointer(LoopComponent):
             try:
                 if error is None and self._saver is not None:
                     self._save_best(loop)   # an improvement after the last epoch's end
-                    if self._last_saved != (loop.epoch, loop.step,
-                                            loop.progress.epoch_finished):
+                    if any(isinstance(p, SaveAtEnd) for p in self._save) and \
+                            self._last_saved != (loop.epoch, loop.step,
+                                                 loop.progress.epoch_finished):
                         self.save(loop)   # the state at the end: a re-run redoes nothing
             except BaseException as e:
                 self._wait_at_exit(e)
                 raise
             self._wait_at_exit(error)
-            if error is None and self._preempted_by is not None:
-                loop.println(f'Preempted by {self._preempted_by} after training: exiting with '
-                             f'status {PREEMPTED_EXIT_CODE}')
-                raise TrainingPreempted(PREEMPTED_EXIT_CODE)
-            if error is None and self._export_path is not None and loop.is_chief:
-                paths = self.export_best(loop, self._export_path)
-                best = self.best_checkpoint()
-                assert best is not None
-                loop.println(f'Exported the best weights ({best[1]["metric"]} = '
-                             f'{best[1]["value"]:.6g}, epoch {best[1]["epoch"]}, step '
-                             f'{best[1]["step"]}) to {", ".join(paths)}')
+            self._finished = error is None
         finally:
             self._step_schedules = []
-            self._saver = None
 
     def _wait_at_exit(self, error: BaseException | None) -> None:
         """Wait for the last asynchronous save; raise its error unless `error` leaves."""
@@ -583,9 +621,3 @@ class Checkpointer(LoopComponent):
             warn_user(str(e), RuntimeWarning)
 
 
-def _check_signal(sig: str | int) -> int:
-    try:
-        return int(signal.Signals[sig] if isinstance(sig, str) else signal.Signals(sig))
-    except (KeyError, ValueError):
-        raise ValueError(f'`preemption_signals` must hold signal names or numbers such as '
-                         f"'SIGTERM', got {sig!r}") from None

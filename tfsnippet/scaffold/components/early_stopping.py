@@ -69,7 +69,6 @@ class EarlyStopping(LoopComponent):
         self._min_delta, self._baseline = min_delta, baseline
         self._name = name
         self._monitor: Monitor | None = None
-        self._pending_state: dict[str, Any] | None = None
         self._unwatch: Callable[[], None] | None = None
         self._snapshot: list[np.ndarray] | None = None
         self._snapshot_step: int | None = None
@@ -85,7 +84,7 @@ class EarlyStopping(LoopComponent):
 
     @property
     def monitor(self) -> Monitor | None:
-        """The watched metric's :class:`Monitor` (once the loop is entered)."""
+        """The watched metric's :class:`Monitor` (once added to a loop)."""
         return self._monitor
 
     @property
@@ -104,17 +103,13 @@ class EarlyStopping(LoopComponent):
             assign_variables(self._variables, self._snapshot)
 
     # ------------------------------------------------------------ hooks
-    def _build_monitor(self, loop: Any) -> Monitor:
-        if self._monitor is None:
-            self._monitor = loop_monitor(loop, 'EarlyStopping', self._metric, self._mode,
-                                         self._min_delta, self._baseline)
-            if self._pending_state is not None:
-                self._monitor.load_state_dict(self._pending_state)
-                self._pending_state = None
-        return self._monitor
+    def on_attach(self, loop: Any) -> None:
+        self._monitor = loop_monitor(loop, 'EarlyStopping', self._metric, self._mode,
+                                     self._min_delta, self._baseline)
 
     def on_enter(self, loop: Any) -> None:
-        monitor = self._build_monitor(loop)
+        monitor = self._monitor
+        assert monitor is not None
         self._unwatch = loop.watch_metric(monitor.name, lambda value: self._on_value(loop, value))
         self.expect_metric(loop, monitor.name, 'early stopping')
 
@@ -151,8 +146,7 @@ class EarlyStopping(LoopComponent):
 
     # ------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        monitor = (self._monitor.state_dict() if self._monitor is not None
-                   else self._pending_state)
+        monitor = self._monitor.state_dict() if self._monitor is not None else None
         return {'snapshot': self._snapshot, 'step': self._snapshot_step, 'monitor': monitor}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -168,9 +162,10 @@ class EarlyStopping(LoopComponent):
                     raise ValueError(
                         f'The early-stopping snapshot of {variable_name(var)!r} has shape '
                         f'{tuple(np.shape(value))}, the variable {shape}')
+        if self._monitor is None:
+            raise RuntimeError('`EarlyStopping` takes a state once added to a loop '
+                               '(`loop.add_component`)')
         self._snapshot = snapshot
         self._snapshot_step = state['step']
-        if self._monitor is not None:
+        if state['monitor'] is not None:
             self._monitor.load_state_dict(state['monitor'])
-        else:
-            self._pending_state = state['monitor']

@@ -74,7 +74,6 @@ class ReduceOnPlateau(LoopComponent):
         self._name = name
         self._monitor: Monitor | None = None
         self._cooling = 0
-        self._pending_state: dict[str, Any] | None = None
         self._unwatch: Callable[[], None] | None = None
 
     @property
@@ -95,12 +94,12 @@ class ReduceOnPlateau(LoopComponent):
         else:
             assign_variables([self._value], [value])
 
+    def on_attach(self, loop: Any) -> None:
+        self._monitor = loop_monitor(loop, 'ReduceOnPlateau', self._metric, self._mode,
+                                     self._min_delta)
+
     def on_enter(self, loop: Any) -> None:
-        if self._monitor is None:
-            self._monitor = loop_monitor(loop, 'ReduceOnPlateau', self._metric, self._mode,
-                                         self._min_delta)
-            if self._pending_state is not None:
-                self.load_state_dict(self._pending_state)
+        assert self._monitor is not None
         self._unwatch = loop.watch_metric(self._monitor.name,
                                           lambda value: self._on_value(loop, value))
         self.expect_metric(loop, self._monitor.name, 'reduce-on-plateau')
@@ -137,15 +136,13 @@ class ReduceOnPlateau(LoopComponent):
                          with_tag=loop.within_epoch)
 
     def state_dict(self) -> dict[str, Any]:
-        if self._monitor is None:
-            return dict(self._pending_state or {'monitor': None, 'cooling': 0})
-        return {'monitor': self._monitor.state_dict(), 'cooling': self._cooling}
+        monitor = self._monitor.state_dict() if self._monitor is not None else None
+        return {'monitor': monitor, 'cooling': self._cooling}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if self._monitor is None:
-            self._pending_state = dict(state)
-            return
-        self._pending_state = None
+            raise RuntimeError('`ReduceOnPlateau` takes a state once added to a loop '
+                               '(`loop.add_component`)')
         if state.get('monitor') is not None:
             self._monitor.load_state_dict(state['monitor'])
         self._cooling = int(state.get('cooling', 0))

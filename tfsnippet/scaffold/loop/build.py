@@ -9,6 +9,8 @@ from typing import Any
 from ..components.base import LoopComponent
 from ..components.checkpointer import Checkpointer
 from ..components.early_stopping import EarlyStopping
+from ..components.export import ExportBest
+from ..components.preemption import Preemption
 from ..components.run_recorder import RunRecorder
 from ..components.summaries import SummaryLogger
 from ..components.warm_start import WarmStart
@@ -87,6 +89,14 @@ def build_components(param_vars: Any = None, *,
     directory in graph mode; see
     :meth:`~tfsnippet.scaffold.components.checkpointer.Checkpointer.export_best`).
 
+    As components: a :class:`~tfsnippet.Checkpointer` (its save policies
+    from the ``checkpoint_*_freq``/``checkpoint_secs`` keywords, its keep
+    policies from `checkpoint_max_to_keep` and `checkpoint_keep_best`), a
+    :class:`~tfsnippet.scaffold.components.preemption.Preemption` for
+    ``SIGTERM`` and, with `export_best`, an
+    :class:`~tfsnippet.scaffold.components.export.ExportBest`; the latter two
+    are added before the checkpointer, so that they exit after its final save.
+
     **Warm start** (``warm_start=...``): a run that resumes no checkpoint
     starts from other weights (see :class:`~tfsnippet.scaffold.components.warm_start.WarmStart`).
 
@@ -126,12 +136,20 @@ def build_components(param_vars: Any = None, *,
         raise ValueError('`early_stopping_patience` needs `early_stopping=True`')
 
     if checkpoint_dir is not None:
-        components.append(Checkpointer(
+        checkpointer = Checkpointer(
             checkpoint_dir, epoch_freq=checkpoint_epoch_freq, step_freq=checkpoint_step_freq,
             secs=checkpoint_secs, max_to_keep=checkpoint_max_to_keep,
             save_objects=checkpoint_save_objects, restore=restore_checkpoint,
-            variables=param_vars, keep_best=checkpoint_keep_best, export_best=export_best,
-            asynchronous=checkpoint_async))
+            variables=param_vars, keep_best=checkpoint_keep_best, preemption_signals=(),
+            asynchronous=checkpoint_async)
+        if export_best is not None:
+            if checkpoint_keep_best is False:
+                raise ValueError('`export_best` needs `checkpoint_keep_best`: the weights of '
+                                 'the best checkpoint are what it exports')
+            # before the checkpointer: components exit in reverse order, the export
+            # after the final save, the preemption's exit status in between
+            components.append(ExportBest(export_best, checkpointer))
+        components += [Preemption(('SIGTERM',)), checkpointer]
     else:
         given = [name for name, value, unset in (
             ('checkpoint_epoch_freq', checkpoint_epoch_freq, None),

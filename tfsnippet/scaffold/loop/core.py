@@ -14,6 +14,7 @@ from ...utils.events import EventSource
 from ...utils.misc import warn_user
 from ...tfops.tf_vars import normalize_variables
 from ..components.base import LoopComponent
+from ..checkpoint.restore import restore_loop
 from ..event_keys import LOOP_EVENT_KEYS, EventKeys
 from ..metrics.book import MetricBook
 from ..metrics.console import Console, DefaultMetricFormatter, MetricFormatter
@@ -199,6 +200,9 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
         entered: list[LoopComponent] = []
         self._dist = attach_distribution(self, *self._dist_args)
         try:
+            # restore hook (issue 17): the loop resumes its checkpoint (variables,
+            # agreement across workers, its own and its components' states) first
+            restore_loop(self)
             for c in self._components:
                 c.on_restore(self)
             for c in self._components:

@@ -59,6 +59,7 @@ class ComponentRegistry:
                 raise ValueError(
                     f'Two components have the state key {key!r}: {other!r} and {component!r}; '
                     f'pass `name=` to one of them so their checkpoint states are kept apart')
+        component.on_attach(cast('TrainLoop', self))   # attach hook (issue 17)
         self._components.append(component)
         if self._is_entered:
             component.on_enter(cast('TrainLoop', self))
