@@ -29,7 +29,7 @@ from ...utils.session import get_default_session_or_error
 from ...utils.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
 from ...utils.validation import check_bool
 from ...utils.var_io import assign_variables
-from .io import AsyncCheckpointWriter, AsyncSaveStats, HostBuffers, write_bundle
+from .io import AsyncCheckpointWriter, AsyncSaveStats, HostBuffers, freeze_state, write_bundle
 from .store import TMP_PREFIX as _TMP_PREFIX  # noqa: F401  (components.checkpointer uses it)
 from .store import CheckpointStore, check_step
 
@@ -158,7 +158,10 @@ class CheckpointSaver:
         self._buffers = HostBuffers()
         if self._graph_mode:
             # graph savers add ops: build them now, before the graph is finalized
-            self._get_saver(self._variable_dict())
+            var_dict = self._variable_dict()
+            self._get_saver(var_dict)
+            if asynchronous:
+                self._buffers.prepare(var_dict)
 
     # ------------------------------------------------------------ properties
     @property
@@ -420,22 +423,27 @@ class CheckpointSaver:
         start = time.perf_counter()
         states = {key: obj.get_state() for key, obj in self._objects.items()
                   if isinstance(obj, CheckpointSavableObject)}
-        # pickled now: later changes of the objects must not reach this checkpoint
-        state = pickle.dumps({'format': _STATE_FORMAT, 'step': step, 'variables': labels,
-                              'objects': states}, protocol=pickle.HIGHEST_PROTOCOL)
-        if self._graph_mode:     # the order a graph-mode `Saver` writes them in
-            var_dict = {key: var_dict[key] for key in sorted(var_dict)}
-        names = list(var_dict)
-        arrays = self._buffers.copy(var_dict, session)
+        # pickled now: later changes of the objects must not reach this checkpoint (the
+        # arrays of host buffers, an early-stopping snapshot, are lent instead of copied)
+        state = freeze_state({'format': _STATE_FORMAT, 'step': step, 'variables': labels,
+                              'objects': states})
+        try:
+            if self._graph_mode:     # the order a graph-mode `Saver` writes them in
+                var_dict = {key: var_dict[key] for key in sorted(var_dict)}
+            names = list(var_dict)
+            arrays = self._buffers.copy(var_dict, session)
+        except BaseException:
+            state.release()
+            raise
 
         def write(directory: str) -> None:
             if names:
                 write_bundle(os.path.join(directory, _VARS_PREFIX), names, arrays)
             with open(os.path.join(directory, _STATE_FILE), 'wb') as f:
-                f.write(state)
+                state.dump(f)
 
         return writer.submit(step, write, copy_seconds=time.perf_counter() - start,
-                             best=best)
+                             best=best, release=state.release)
 
     def rehearse(self, session: Any = None) -> None:
         """Read what :meth:`save` would write (variables and object states), write nothing.
