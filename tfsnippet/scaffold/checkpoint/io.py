@@ -395,11 +395,10 @@ class _ChunkReader:
 
     def __init__(self, var: Any, rows: int):
         v1 = tf.compat.v1
-        with var.graph.as_default(), tf.name_scope(None):
-            with tf.name_scope('tfsnippet_host_copy'):
-                self.begin = v1.placeholder(tf.int32, [1])
-                self.end = v1.placeholder(tf.int32, [1])
-                self.piece = tf.strided_slice(var, self.begin, self.end, [1])
+        with var.graph.as_default(), var.graph.name_scope('tfsnippet_host_copy/'):
+            self.begin = v1.placeholder(tf.int32, [1])
+            self.end = v1.placeholder(tf.int32, [1])
+            self.piece = tf.strided_slice(var, self.begin, self.end, [1])
         self.rows = rows
 
     def read_into(self, buf: np.ndarray, session: Any) -> None:
