@@ -370,7 +370,7 @@ class HostBuffers:
             return
         for var, array in zip(variables, arrays):
             tf_var = as_tf_variable(var)
-            array = np.asarray(array)
+            array = np.asarray(array, dtype=tf_var.dtype.as_numpy_dtype)
             rows = _chunk_rows(array)
             if rows is None or isinstance(tf_var, tf.distribute.DistributedValues):
                 tf_var.assign(array)

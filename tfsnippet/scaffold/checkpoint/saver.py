@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import pickle
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -92,6 +92,29 @@ def check_checkpoint_objects(objects: Mapping[str, Any] | None, arg_name: str,
                 f'CheckpointSavableObject, got {obj!r}')
         out[key] = obj
     return out
+
+
+class _SavedValues(Mapping[int, Any]):
+    """``{id(tf.Variable): numpy array}`` read from a checkpoint at each look-up."""
+
+    def __init__(self, path: str, reader: Any, keys: dict[int, str]):
+        self._path = path
+        self._reader = reader
+        self._keys = keys
+
+    def __getitem__(self, var_id: int) -> Any:
+        key = self._keys[var_id]
+        try:
+            return self._reader.get_tensor(key)
+        except Exception as e:
+            raise CheckpointError(
+                f'Cannot read the variables of checkpoint {self._path!r}: {e}') from e
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 class CheckpointSaver:
@@ -399,22 +422,31 @@ class CheckpointSaver:
 
         return self._store.save(step, write, best=best)
 
-    def saved_values(self, path: str) -> dict[int, Any]:
+    def saved_values(self, path: str) -> Mapping[int, Any]:
         """The values that the checkpoint at `path` holds for the registered
         variables, as ``{id(tf.Variable): numpy array}``; nothing is assigned.
 
+        Each value is read from the files when it is looked up (and not
+        kept), so an export that takes them one variable at a time holds one
+        of them at a time, not a host copy of all the parameters.
+
         Raises:
             CheckpointError: The checkpoint's variables cannot be read, or
-                one of the registered variables is not among them.
+                one of the registered variables is not among them (at the
+                call, or at a look-up if the files break meanwhile).
         """
         prefix = os.path.join(os.path.abspath(path), _VARS_PREFIX)
         var_dict = self._variable_dict()
         try:
             reader = tf.train.load_checkpoint(prefix)
-            return {id(var): reader.get_tensor(key) for key, var in var_dict.items()}
+            saved = reader.get_variable_to_shape_map()
+            missing = sorted(key for key in var_dict if key not in saved)
+            if missing:
+                raise KeyError(f'{missing} not found in the checkpoint')
         except Exception as e:
             raise CheckpointError(
                 f'Cannot read the variables of checkpoint {path!r}: {e}') from e
+        return _SavedValues(path, reader, {id(var): key for key, var in var_dict.items()})
 
     def _save_async(self, step: int, var_dict: dict[str, tf.Variable], labels: dict[str, str],
                     session: Any, writer: AsyncCheckpointWriter,
