@@ -2,7 +2,8 @@
 
 One float32 variable of 25M elements (95 MiB; 2.5M with ``--quick``) is
 trained for 3 epochs of 6 steps by a cheap step (``assign_add`` of a second
-variable of the same shape, so no step allocates a tensor) in a
+variable of the same shape, so no step allocates a tensor; in graph mode a
+local variable, which checkpoints leave out) in a
 ``TrainLoop`` with one feature set:
 
 * ``bare``: no feature (the reference);
@@ -108,11 +109,13 @@ def child(feature: str, n_params: int, root: str) -> None:
         v1 = tf.compat.v1
         param = v1.get_variable('param', shape=[n_params], dtype=tf.float32,
                                 initializer=v1.zeros_initializer())
+        # a local variable: graph-mode checkpoints save the global ones
         delta = v1.get_variable('delta', shape=[n_params], dtype=tf.float32,
-                                initializer=v1.constant_initializer(1e-3), trainable=False)
+                                initializer=v1.constant_initializer(1e-3), trainable=False,
+                                collections=[v1.GraphKeys.LOCAL_VARIABLES])
         train_op = param.assign_add(delta, read_value=False)
         session = v1.Session()
-        session.run(v1.global_variables_initializer())
+        session.run([v1.global_variables_initializer(), v1.local_variables_initializer()])
         session.__enter__()
 
         def step() -> None:

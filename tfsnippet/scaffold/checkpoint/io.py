@@ -106,7 +106,7 @@ _ALIGN = 64
 #: A graph-mode copy fetches at most about this many bytes per ``session.run``, and an
 #: eager assignment from host memory writes this many at a time, so that the
 #: transient tensors of a copy stay small next to the buffers.
-CHUNK_BYTES = 8 << 20
+CHUNK_BYTES = 4 << 20
 
 
 def aligned_empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
@@ -474,6 +474,31 @@ def write_bundle(prefix: str, names: Sequence[str], arrays: Sequence[np.ndarray]
     _default_writers.write(prefix, names, arrays)
 
 
+_malloc_trim: Any = None
+
+
+def _trim_heap() -> None:
+    """Give the C heap's free memory back to the system (glibc only; else nothing).
+
+    Each save's thread gets a malloc arena of its own, where the bundle
+    writer's buffers stay once freed: without this, every new arena would
+    keep several MiB of RSS.
+    """
+    global _malloc_trim
+    if _malloc_trim is None:
+        _malloc_trim = False
+        try:
+            import ctypes
+            import ctypes.util
+            name = ctypes.util.find_library('c')
+            if name:
+                _malloc_trim = getattr(ctypes.CDLL(name), 'malloc_trim', False)
+        except (OSError, AttributeError):   # not glibc
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
 class AsyncCheckpointWriter:
     """Saves checkpoints through a store in a background thread, one at a time.
 
@@ -574,6 +599,7 @@ class AsyncCheckpointWriter:
             self.stats.write_seconds += time.perf_counter() - start
             if release is not None:
                 release()
+            _trim_heap()
 
     def raise_error(self) -> None:
         """Raise the error of a failed save, once.
