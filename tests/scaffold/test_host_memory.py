@@ -141,6 +141,7 @@ def test_freeze_state_lends_host_buffers_and_copies_the_rest():
     snapshot = buffers.copy([var])
     other = np.arange(3.)
     frozen = freeze_state({'snapshot': snapshot, 'other': other})
+    assert frozen.lent == 1              # the host buffer, not the other array
     other[:] = -1.                       # an ordinary array was copied at the freeze
     out = io.BytesIO()
     frozen.dump(out)
@@ -148,6 +149,7 @@ def test_freeze_state_lends_host_buffers_and_copies_the_rest():
     assert np.all(state['snapshot'][0] == 2.)
     np.testing.assert_array_equal(state['other'], [0., 1., 2.])
     frozen.release()
+    assert frozen.lent == 0
     var.assign_add(tf.ones([BIG]))
     again = buffers.copy([var])           # given back: written in place, not reallocated
     assert again[0] is snapshot[0] and np.all(again[0] == 3.)

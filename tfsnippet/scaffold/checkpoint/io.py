@@ -175,6 +175,11 @@ class FrozenState:
         self._event = event
         self._keys = keys
 
+    @property
+    def lent(self) -> int:
+        """How many host buffers are lent to this state (until :meth:`release`)."""
+        return len(self._keys) if self._event is not None else 0
+
     def dump(self, file: Any) -> None:
         """Pickle the state into the binary `file` (the lent buffers are not copied)."""
         state = pickle.loads(self._data, buffers=self._buffers)
