@@ -1,4 +1,4 @@
-"""Benchmark: the host memory (peak RSS) each training-loop feature costs, in copies of the parameters.
+"""Benchmark: the host memory (peak RSS) each loop feature costs, in copies of the parameters.
 
 One float32 variable of 25M elements (95 MiB; 2.5M with ``--quick``) is
 trained for 3 epochs of 6 steps by a cheap step (``assign_add`` of a second
