@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,7 +34,8 @@ import tensorflow as tf
 
 from ...tfops.tf_vars import as_tf_variable, normalize_variables, variable_name
 from ...utils.validation import short_repr
-from ...tfops.var_io import assign_variables, read_variables
+from ...tfops.var_io import read_variables
+from .io import HostBuffers
 from .store import TMP_PREFIX, sync_dir, sync_file
 
 __all__ = ['export_weights', 'WEIGHTS_SUFFIX']
@@ -159,6 +160,9 @@ def write_export(path: str, targets: Any, values: Values | None, session: Any = 
                 arrays = read_variables([v for _, v in named])
         else:
             arrays = read_variables([v for _, v in named])
+    elif tf.executing_eagerly():   # read one at a time as the file is written
+        _export_h5(path, names, (values[id(as_tf_variable(v))] for _, v in named))
+        return
     else:
         arrays = [values[id(as_tf_variable(v))] for _, v in named]
     if tf.executing_eagerly():
@@ -190,22 +194,27 @@ def _commit_file(tmp: str, path: str) -> None:
 
 def _export_model(path: str, model: Any, values: Values | None) -> None:
     variables = list(model.weights)
-    current = None
-    if values is not None:   # put the values in for save_weights, then the current ones back
-        current = read_variables(variables)
-        assign_variables(variables, [values[id(as_tf_variable(v))] for v in variables])
+    current: list[np.ndarray] | None = None
+    buffers = HostBuffers()
     tmp = _tmp_beside(path)
     try:
+        if values is not None:
+            # put the values in for save_weights, then the current ones back: one variable
+            # at a time, in place, so that only the current values make a host copy
+            current = []
+            for var in variables:
+                current += buffers.copy({str(len(current)): var})
+                HostBuffers.assign([var], [values[id(as_tf_variable(var))]])
         model.save_weights(tmp)
         _commit_file(tmp, path)
     finally:
         if current is not None:
-            assign_variables(variables, current)
+            HostBuffers.assign(variables[:len(current)], current)
         if os.path.exists(tmp):
             os.remove(tmp)
 
 
-def _export_h5(path: str, names: list[str], arrays: list[np.ndarray]) -> None:
+def _export_h5(path: str, names: list[str], arrays: Iterable[np.ndarray]) -> None:
     import h5py   # installed with Keras
     tmp = _tmp_beside(path)
     try:

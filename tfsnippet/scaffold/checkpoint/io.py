@@ -4,9 +4,13 @@ An asynchronous save (``CheckpointSaver(..., asynchronous=True)``, which
 ``TrainLoop(checkpoint_async=True)`` uses) has two halves:
 
 * in the thread that saves, :class:`HostBuffers` copies every variable into
-  numpy arrays (eager: each variable read into a buffer allocated once;
-  graph: one ``session.run`` of the variables) and the Python state is
-  pickled, so the checkpoint holds the state *at the save*;
+  numpy buffers allocated once and reused by every save (eager: each
+  variable's host tensor copied straight in; graph: fetched by pieces, so no
+  whole transient copy) and the Python state is pickled
+  (:func:`freeze_state`), so the checkpoint holds the state *at the save*;
+  the arrays of other :class:`HostBuffers` in that state (the early-stopping
+  snapshot) are not copied but lent to the save, and their next copy waits
+  for it;
 * :class:`AsyncCheckpointWriter` then hands a ``write`` callable to the
   :class:`~.store.CheckpointStore` in a background thread: the variables go
   into the same TensorFlow bundle files a synchronous save writes
@@ -24,19 +28,23 @@ checkpoints intact.
 
 from __future__ import annotations
 
+import pickle
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import tensorflow as tf
 
+from ...tfops.tf_vars import as_tf_variable
+from ...tfops.var_io import assign_variables
 from .store import CheckpointStore
 
 __all__ = ['AsyncCheckpointWriter', 'AsyncSaveStats', 'CheckpointWriteError', 'HostBuffers',
-           'write_bundle']
+           'FrozenState', 'freeze_state', 'aligned_empty', 'write_bundle']
 
 
 class CheckpointWriteError(RuntimeError):
@@ -92,40 +100,317 @@ class AsyncSaveStats:
                 f'{self.waits} waited for the previous save ({self.wait_seconds:.3f} s in all)')
 
 
-class HostBuffers:
-    """Copies of variables in host memory, taken in the thread that saves.
+#: Host buffers are aligned to this many bytes: TensorFlow then takes a numpy array
+#: fed to a session or converted to a tensor without copying it.
+_ALIGN = 64
+#: A graph-mode copy fetches at most about this many bytes per ``session.run``, and an
+#: eager assignment from host memory writes this many at a time, so that the
+#: transient tensors of a copy stay small next to the buffers.
+CHUNK_BYTES = 4 << 20
 
-    Eager mode: each variable is read into a numpy buffer allocated on its
-    first copy and reused afterwards (a new one when its shape or dtype
-    changes).  Graph mode: one ``session.run`` of all the variables, whose
-    results are fresh arrays.  The arrays of one copy stay valid until the
-    next copy.
+
+def aligned_empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
+    """An uninitialized C-contiguous array whose data is aligned to 64 bytes.
+
+    TensorFlow takes such an array (fed to a session, or converted to an
+    eager tensor) without copying it; a misaligned one it copies first.
     """
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % _ALIGN
+    return raw[offset:offset + nbytes].view(dtype).reshape(tuple(shape))
+
+
+def _is_aligned(array: np.ndarray) -> bool:
+    return (array.flags['C_CONTIGUOUS'] and array.flags['WRITEABLE'] and
+            array.ctypes.data % _ALIGN == 0)
+
+
+# ------------------------------------------------------------------ lending buffers
+# A host buffer may be written to disk by a background save without being copied
+# (see `freeze_state`): it is *lent* until that save ends, and `HostBuffers.copy`
+# waits for it to come back before writing into it.
+_registry_lock = threading.Lock()
+_owned: dict[int, weakref.ref[np.ndarray]] = {}    # id -> a HostBuffers' array
+_lent: dict[int, threading.Event] = {}              # id -> set when given back
+
+
+def _register(array: np.ndarray) -> None:
+    key = id(array)
+
+    def forget(_: Any, key: int = key) -> None:
+        with _registry_lock:
+            _owned.pop(key, None)
+
+    with _registry_lock:
+        _owned[key] = weakref.ref(array, forget)
+
+
+def _is_owned(array: Any) -> bool:
+    with _registry_lock:
+        ref = _owned.get(id(array))
+    return ref is not None and ref() is array
+
+
+def _wait_returned(array: np.ndarray) -> None:
+    with _registry_lock:
+        event = _lent.get(id(array))
+    if event is not None:
+        event.wait()
+
+
+class FrozenState:
+    """A Python state taken at a save, to be pickled later in another thread.
+
+    Made by :func:`freeze_state`.  :meth:`dump` writes the same pickle a
+    ``pickle.dump`` of the state at the save would; :meth:`release` gives
+    the lent host buffers back (the writer calls it once the save ended).
+    """
+
+    def __init__(self, data: bytes, buffers: list[pickle.PickleBuffer],
+                 event: threading.Event | None, keys: list[int]):
+        self._data = data
+        self._buffers = buffers
+        self._event = event
+        self._keys = keys
+
+    @property
+    def lent(self) -> int:
+        """How many host buffers are lent to this state (until :meth:`release`)."""
+        return len(self._keys) if self._event is not None else 0
+
+    def dump(self, file: Any) -> None:
+        """Pickle the state into the binary `file` (the lent buffers are not copied)."""
+        state = pickle.loads(self._data, buffers=self._buffers)
+        pickle.dump(state, file, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def release(self) -> None:
+        """Give the lent host buffers back (they may be written into again)."""
+        self._buffers = []
+        if self._event is not None:
+            with _registry_lock:
+                for key in self._keys:
+                    if _lent.get(key) is self._event:
+                        del _lent[key]
+            self._event.set()
+            self._event = None
+
+
+def freeze_state(state: Any) -> FrozenState:
+    """Take `state` now, for a background save: pickled, except the arrays of
+    :class:`HostBuffers`, which are lent (not copied) until
+    :meth:`FrozenState.release`: meanwhile :meth:`HostBuffers.copy` waits
+    before it writes into them, so the saved values stay those of the save.
+    """
+    lent: list[np.ndarray] = []
+
+    def in_band(buffer: pickle.PickleBuffer) -> bool:
+        with buffer.raw() as view:
+            owner = view.obj
+        if isinstance(owner, np.ndarray) and _is_owned(owner):
+            lent.append(owner)
+            return False
+        return True   # anything else is copied now
+
+    buffers: list[pickle.PickleBuffer] = []
+
+    def callback(buffer: pickle.PickleBuffer) -> bool:
+        if in_band(buffer):
+            return True
+        buffers.append(buffer)
+        return False
+
+    data = pickle.dumps(state, protocol=5, buffer_callback=callback)
+    if not lent:
+        return FrozenState(data, buffers, None, [])
+    event = threading.Event()
+    keys = [id(a) for a in lent]
+    with _registry_lock:
+        for key in keys:
+            _lent[key] = event
+    return FrozenState(data, buffers, event, keys)
+
+
+class HostBuffers:
+    """Copies of variables in host memory, each buffer allocated once and reused.
+
+    :meth:`copy` reads each variable into its buffer, made on its first copy
+    (again only when the variable's shape or dtype changes): eager mode
+    copies the variable's host tensor straight into it (a device tensor
+    comes to the host one variable at a time); graph mode fetches the
+    variables by pieces of about :data:`CHUNK_BYTES` with ops built by
+    :meth:`prepare`, so the transient arrays of ``session.run`` stay small.
+    :meth:`assign` writes buffers back into the variables without a whole
+    transient copy either.  The arrays of one copy stay valid until the next
+    copy, which first waits for the ones a background save still writes
+    (:func:`freeze_state`).
+
+    :attr:`allocations` counts the buffers ever allocated, by all instances
+    (what the tests count).
+    """
+
+    allocations: ClassVar[int] = 0
 
     def __init__(self) -> None:
         self._buffers: dict[str, np.ndarray] = {}
+        self._readers: dict[int, Any] = {}    # graph mode: id(variable) -> _ChunkReader
 
-    def copy(self, variables: Mapping[str, tf.Variable], session: Any = None) -> list[np.ndarray]:
-        """The values of `variables` now, in their order.
+    @property
+    def nbytes(self) -> int:
+        """The bytes the buffers take."""
+        return sum(b.nbytes for b in self._buffers.values())
+
+    def _buffer(self, key: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        buf = self._buffers.get(key)
+        if buf is None or buf.shape != shape or buf.dtype != np.dtype(dtype):
+            self._buffers.pop(key, None)
+            buf = self._buffers[key] = aligned_empty(shape, dtype)
+            HostBuffers.allocations += 1
+            _register(buf)
+        else:
+            _wait_returned(buf)
+        return buf
+
+    def adopt(self, key: str, array: Any) -> np.ndarray:
+        """Use `array` as the buffer of `key` (copied into an aligned one if it cannot be)."""
+        if isinstance(array, np.ndarray) and _is_aligned(array) and array.dtype != object:
+            self._buffers[key] = array
+            _register(array)
+            return array
+        value = np.asarray(array)
+        buf = self._buffer(key, value.shape, value.dtype)
+        np.copyto(buf, value)
+        return buf
+
+    def prepare(self, variables: Mapping[str, Any] | Sequence[Any]) -> None:
+        """Graph mode: build the ops that fetch the variables by pieces (do it before the
+        graph is finalized; without them a variable is fetched whole)."""
+        for var in (variables.values() if isinstance(variables, Mapping) else variables):
+            var = as_tf_variable(var)
+            if id(var) in self._readers or isinstance(var, tf.distribute.DistributedValues):
+                continue
+            shape = var.shape
+            if shape.rank is None or shape.rank == 0 or not shape.is_fully_defined():
+                continue
+            row_bytes = int(np.prod(shape.as_list()[1:], dtype=np.int64)) * var.dtype.size
+            if shape[0] * row_bytes <= CHUNK_BYTES or var.graph.finalized:
+                continue
+            self._readers[id(var)] = _ChunkReader(var, max(1, CHUNK_BYTES // max(row_bytes, 1)))
+
+    def copy(self, variables: Mapping[str, Any] | Sequence[Any],
+             session: Any = None) -> list[np.ndarray]:
+        """The values of `variables` now, in their order, in the buffers.
 
         Args:
-            variables: ``{checkpoint key: tf.Variable}``.
+            variables: ``{key: variable}``, or a list (keyed by position).
             session: Graph mode: the session to read them with.  ``None`` in
                 eager mode.
         """
-        if not variables:
-            return []
-        if session is not None:
-            return [np.asarray(a) for a in session.run(list(variables.values()))]
-        out = []
-        for key, var in variables.items():
-            value = np.asarray(var.value())   # a view of the tensor (on the CPU): no copy yet
-            buf = self._buffers.get(key)
-            if buf is None or buf.shape != value.shape or buf.dtype != value.dtype:
-                buf = self._buffers[key] = np.empty_like(value)
-            np.copyto(buf, value)
-            out.append(buf)
-        return out
+        items = (list(variables.items()) if isinstance(variables, Mapping)
+                 else [(str(i), v) for i, v in enumerate(variables)])
+        if session is None:
+            out = []
+            for key, var in items:
+                var = as_tf_variable(var)
+                # a view of the tensor when it is on the host: no copy but this one
+                value = np.asarray(var.value())
+                buf = self._buffer(key, value.shape, value.dtype)
+                np.copyto(buf, value)
+                del value
+                out.append(buf)
+            return out
+        return self._copy_graph(items, session)
+
+    def _copy_graph(self, items: list[tuple[str, Any]], session: Any) -> list[np.ndarray]:
+        out: list[np.ndarray | None] = [None] * len(items)
+        batch: list[int] = []      # small variables, fetched together up to CHUNK_BYTES
+        batch_bytes = 0
+
+        def flush() -> None:
+            nonlocal batch_bytes
+            if batch:
+                values = session.run([as_tf_variable(items[i][1]) for i in batch])
+                for i, value in zip(batch, values):
+                    value = np.asarray(value)
+                    buf = self._buffer(items[i][0], value.shape, value.dtype)
+                    np.copyto(buf, value)
+                    out[i] = buf
+                batch.clear()
+                batch_bytes = 0
+
+        for i, (key, var) in enumerate(items):
+            var = as_tf_variable(var)
+            reader = self._readers.get(id(var))
+            if reader is None:
+                shape = var.shape
+                size = (int(np.prod(shape.as_list(), dtype=np.int64)) * var.dtype.size
+                        if shape.is_fully_defined() else CHUNK_BYTES)
+                if batch_bytes + size > CHUNK_BYTES:
+                    flush()
+                batch.append(i)
+                batch_bytes += size
+                continue
+            buf = self._buffer(key, tuple(var.shape.as_list()), var.dtype.as_numpy_dtype)
+            reader.read_into(buf, session)
+            out[i] = buf
+        flush()
+        return [b for b in out if b is not None]
+
+    @staticmethod
+    def assign(variables: Sequence[Any], arrays: Sequence[np.ndarray],
+               session: Any = None) -> None:
+        """Assign `arrays` to `variables`, one variable at a time.
+
+        Eager mode writes a large variable in place by pieces of about
+        :data:`CHUNK_BYTES` (a whole assignment would allocate a new tensor
+        next to the old one); graph mode feeds each array (aligned: not
+        copied) to the variable's initializer.
+        """
+        if len(variables) != len(arrays):
+            raise ValueError(f'{len(arrays)} values given for {len(variables)} variables')
+        if session is not None or not tf.executing_eagerly():
+            for var, array in zip(variables, arrays):
+                assign_variables([var], [array], session=session)
+            return
+        for var, array in zip(variables, arrays):
+            tf_var = as_tf_variable(var)
+            array = np.asarray(array, dtype=tf_var.dtype.as_numpy_dtype)
+            rows = _chunk_rows(array)
+            if rows is None or isinstance(tf_var, tf.distribute.DistributedValues):
+                tf_var.assign(array)
+                continue
+            for begin in range(0, array.shape[0], rows):
+                end = min(array.shape[0], begin + rows)
+                tf.raw_ops.ResourceStridedSliceAssign(
+                    ref=tf_var.handle, begin=[begin], end=[end], strides=[1],
+                    value=array[begin:end])
+
+
+def _chunk_rows(array: np.ndarray) -> int | None:
+    """How many rows of `array` make a piece of about CHUNK_BYTES (None: write it whole)."""
+    if array.ndim == 0 or array.nbytes <= CHUNK_BYTES or array.shape[0] < 2:
+        return None
+    row_bytes = max(1, array.nbytes // array.shape[0])
+    return max(1, CHUNK_BYTES // row_bytes)
+
+
+class _ChunkReader:
+    """Graph mode: the ops that fetch rows ``[begin, end)`` of a variable."""
+
+    def __init__(self, var: Any, rows: int):
+        v1 = tf.compat.v1
+        with var.graph.as_default(), var.graph.name_scope('tfsnippet_host_copy/'):
+            self.begin = v1.placeholder(tf.int32, [1])
+            self.end = v1.placeholder(tf.int32, [1])
+            self.piece = tf.strided_slice(var, self.begin, self.end, [1])
+        self.rows = rows
+
+    def read_into(self, buf: np.ndarray, session: Any) -> None:
+        for begin in range(0, buf.shape[0], self.rows):
+            end = min(buf.shape[0], begin + self.rows)
+            np.copyto(buf[begin:end],
+                      session.run(self.piece, feed_dict={self.begin: [begin], self.end: [end]}))
 
 
 class _BundleGraph:
@@ -194,6 +479,31 @@ def write_bundle(prefix: str, names: Sequence[str], arrays: Sequence[np.ndarray]
     _default_writers.write(prefix, names, arrays)
 
 
+_malloc_trim: Any = None
+
+
+def _trim_heap() -> None:
+    """Give the C heap's free memory back to the system (glibc only; else nothing).
+
+    Each save's thread gets a malloc arena of its own, where the bundle
+    writer's buffers stay once freed: without this, every new arena would
+    keep several MiB of RSS.
+    """
+    global _malloc_trim
+    if _malloc_trim is None:
+        _malloc_trim = False
+        try:
+            import ctypes
+            import ctypes.util
+            name = ctypes.util.find_library('c')
+            if name:
+                _malloc_trim = getattr(ctypes.CDLL(name), 'malloc_trim', False)
+        except (OSError, AttributeError):   # not glibc
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
 class AsyncCheckpointWriter:
     """Saves checkpoints through a store in a background thread, one at a time.
 
@@ -248,18 +558,20 @@ class AsyncCheckpointWriter:
         self.raise_error()
 
     def submit(self, step: int, write: Callable[[str], Any], copy_seconds: float = 0.,
-               best: Mapping[str, Any] | None = None) -> str:
+               best: Mapping[str, Any] | None = None,
+               release: Callable[[], Any] | None = None) -> str:
         """Start writing the checkpoint of `step` with `write`; return the path it will have.
 
         Call :meth:`reserve` first.  `copy_seconds` is how long the caller
         took to copy the state (for :attr:`stats`); `best` pins the
         checkpoint as the best one once it is written (see
-        :meth:`~.store.CheckpointStore.save`).
+        :meth:`~.store.CheckpointStore.save`); `release` is called when the
+        save ends, written or failed (e.g. :meth:`FrozenState.release`).
         """
         if self._thread is not None:
             raise RuntimeError('`reserve()` must be called before `submit()`: a save is in '
                                'flight')
-        thread = threading.Thread(target=self._run, args=(step, write, best),
+        thread = threading.Thread(target=self._run, args=(step, write, best, release),
                                   name=f'tfsnippet-checkpoint-{step}')
         self._thread = thread
         thread.start()
@@ -273,8 +585,8 @@ class AsyncCheckpointWriter:
             self._blocked_since = None
         return self._store.path_of(step)
 
-    def _run(self, step: int, write: Callable[[str], Any],
-             best: Mapping[str, Any] | None) -> None:
+    def _run(self, step: int, write: Callable[[str], Any], best: Mapping[str, Any] | None,
+             release: Callable[[], Any] | None) -> None:
         start = time.perf_counter()
         try:
             self._store.save(step, write, best=best)
@@ -290,6 +602,9 @@ class AsyncCheckpointWriter:
             self.stats.written += 1
         finally:
             self.stats.write_seconds += time.perf_counter() - start
+            if release is not None:
+                release()
+            _trim_heap()
 
     def raise_error(self) -> None:
         """Raise the error of a failed save, once.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import pickle
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -29,7 +29,7 @@ from ...tfops.session import get_default_session_or_error
 from ...tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
 from ...utils.validation import check_bool
 from ...tfops.var_io import assign_variables
-from .io import AsyncCheckpointWriter, AsyncSaveStats, HostBuffers, write_bundle
+from .io import AsyncCheckpointWriter, AsyncSaveStats, HostBuffers, freeze_state, write_bundle
 from .store import CheckpointStore, check_step
 
 __all__ = ['CheckpointSavableObject', 'CheckpointSaver', 'CheckpointError', 'LOOP_STATE_KEY']
@@ -94,6 +94,29 @@ def check_checkpoint_objects(objects: Mapping[str, Any] | None, arg_name: str,
                 f'CheckpointSavableObject, got {obj!r}')
         out[key] = obj
     return out
+
+
+class _SavedValues(Mapping[int, Any]):
+    """``{id(tf.Variable): numpy array}`` read from a checkpoint at each look-up."""
+
+    def __init__(self, path: str, reader: Any, keys: dict[int, str]):
+        self._path = path
+        self._reader = reader
+        self._keys = keys
+
+    def __getitem__(self, var_id: int) -> Any:
+        key = self._keys[var_id]
+        try:
+            return self._reader.get_tensor(key)
+        except Exception as e:
+            raise CheckpointError(
+                f'Cannot read the variables of checkpoint {self._path!r}: {e}') from e
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 class CheckpointSaver:
@@ -178,7 +201,10 @@ class CheckpointSaver:
         self._buffers = HostBuffers()
         if self._graph_mode:
             # graph savers add ops: build them now, before the graph is finalized
-            self._get_saver(self._variable_dict())
+            var_dict = self._variable_dict()
+            self._get_saver(var_dict)
+            if asynchronous:
+                self._buffers.prepare(var_dict)
 
     # ------------------------------------------------------------ properties
     @property
@@ -439,22 +465,31 @@ class CheckpointSaver:
             states[LOOP_STATE_KEY] = {'loop': self._loop_state()}
         return states
 
-    def saved_values(self, path: str) -> dict[int, Any]:
+    def saved_values(self, path: str) -> Mapping[int, Any]:
         """The values that the checkpoint at `path` holds for the registered
         variables, as ``{id(tf.Variable): numpy array}``; nothing is assigned.
 
+        Each value is read from the files when it is looked up (and not
+        kept), so an export that takes them one variable at a time holds one
+        of them at a time, not a host copy of all the parameters.
+
         Raises:
             CheckpointError: The checkpoint's variables cannot be read, or
-                one of the registered variables is not among them.
+                one of the registered variables is not among them (at the
+                call, or at a look-up if the files break meanwhile).
         """
         prefix = os.path.join(os.path.abspath(path), VARS_PREFIX)
         var_dict = self._variable_dict()
         try:
             reader = tf.train.load_checkpoint(prefix)
-            return {id(var): reader.get_tensor(key) for key, var in var_dict.items()}
+            saved = reader.get_variable_to_shape_map()
+            missing = sorted(key for key in var_dict if key not in saved)
+            if missing:
+                raise KeyError(f'{missing} not found in the checkpoint')
         except Exception as e:
             raise CheckpointError(
                 f'Cannot read the variables of checkpoint {path!r}: {e}') from e
+        return _SavedValues(path, reader, {id(var): key for key, var in var_dict.items()})
 
     def _save_async(self, step: int, var_dict: dict[str, tf.Variable], labels: dict[str, str],
                     session: Any, writer: AsyncCheckpointWriter,
@@ -462,22 +497,27 @@ class CheckpointSaver:
         writer.reserve()            # back-pressure: the buffers are the previous save's
         start = time.perf_counter()
         states = self._states()
-        # pickled now: later changes of the objects must not reach this checkpoint
-        state = pickle.dumps({'format': _STATE_FORMAT, 'step': step, 'variables': labels,
-                              'objects': states}, protocol=pickle.HIGHEST_PROTOCOL)
-        if self._graph_mode:     # the order a graph-mode `Saver` writes them in
-            var_dict = {key: var_dict[key] for key in sorted(var_dict)}
-        names = list(var_dict)
-        arrays = self._buffers.copy(var_dict, session)
+        # pickled now: later changes of the objects must not reach this checkpoint (the
+        # arrays of host buffers, an early-stopping snapshot, are lent instead of copied)
+        state = freeze_state({'format': _STATE_FORMAT, 'step': step, 'variables': labels,
+                              'objects': states})
+        try:
+            if self._graph_mode:     # the order a graph-mode `Saver` writes them in
+                var_dict = {key: var_dict[key] for key in sorted(var_dict)}
+            names = list(var_dict)
+            arrays = self._buffers.copy(var_dict, session)
+        except BaseException:
+            state.release()
+            raise
 
         def write(directory: str) -> None:
             if names:
                 write_bundle(os.path.join(directory, VARS_PREFIX), names, arrays)
             with open(os.path.join(directory, STATE_FILE), 'wb') as f:
-                f.write(state)
+                state.dump(f)
 
         return writer.submit(step, write, copy_seconds=time.perf_counter() - start,
-                             best=best)
+                             best=best, release=state.release)
 
     def rehearse(self, session: Any = None) -> None:
         """Read what :meth:`save` would write (variables and object states), write nothing.

@@ -6,10 +6,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
+from ...tfops.session import get_default_session_or_error
 from ...tfops.tf_vars import normalize_variables, variable_name, variable_shape
 from ...utils.validation import check_positive_int
-from ...tfops.var_io import assign_variables, read_variables
+from ..checkpoint.io import HostBuffers
 from ..metrics.monitor import Monitor, loop_monitor
 from .base import LoopComponent
 
@@ -27,7 +29,9 @@ class EarlyStopping(LoopComponent):
 
     * Each time the watched metric improves (see :class:`Monitor`: by more
       than `min_delta`, beating `baseline`; NaN never does), the values of
-      `variables` are copied.
+      `variables` are copied, into host buffers allocated once and
+      overwritten at each new best (one host copy of the parameters, no
+      more; see :class:`~tfsnippet.scaffold.checkpoint.io.HostBuffers`).
     * With `patience`, after that many values in a row without
       improvement the loop is asked to stop (:meth:`TrainLoop.request_stop`).
     * When the ``with`` block of the loop is left normally, the best values
@@ -72,6 +76,9 @@ class EarlyStopping(LoopComponent):
         self._unwatch: Callable[[], None] | None = None
         self._snapshot: list[np.ndarray] | None = None
         self._snapshot_step: int | None = None
+        self._buffers = HostBuffers()
+        if not tf.executing_eagerly():
+            self._buffers.prepare(values)   # graph ops: before the graph is finalized
 
     @property
     def state_key(self) -> str:
@@ -94,13 +101,15 @@ class EarlyStopping(LoopComponent):
 
     def take_snapshot(self, loop: Any) -> None:
         """Copy the current values of the variables as the best ones."""
-        self._snapshot = read_variables(self._variables)
+        session = None if tf.executing_eagerly() else get_default_session_or_error()
+        self._snapshot = self._buffers.copy(self._variables, session)
         self._snapshot_step = loop.step
 
     def restore(self) -> None:
         """Assign the snapshot back to the variables."""
         if self._snapshot is not None:
-            assign_variables(self._variables, self._snapshot)
+            session = None if tf.executing_eagerly() else get_default_session_or_error()
+            self._buffers.assign(self._variables, self._snapshot, session)
 
     # ------------------------------------------------------------ hooks
     def on_attach(self, loop: Any) -> None:
@@ -162,6 +171,9 @@ class EarlyStopping(LoopComponent):
                     raise ValueError(
                         f'The early-stopping snapshot of {variable_name(var)!r} has shape '
                         f'{tuple(np.shape(value))}, the variable {shape}')
+            # the loaded arrays become the buffers (copied only if TF cannot take them as
+            # they are), so a resumed run still holds one copy
+            snapshot = [self._buffers.adopt(str(i), value) for i, value in enumerate(snapshot)]
         if self._monitor is None:
             raise RuntimeError('`EarlyStopping` takes a state once added to a loop '
                                '(`loop.add_component`)')
