@@ -200,10 +200,13 @@ class Experiment(Generic[_C]):
             existing run of that name is resumed.
         args: The command-line arguments, ``sys.argv[1:]`` by default (in
             a notebook, pass ``[]``).  ``--resume RUN_ID`` is read from them too.
-        sinks: More :class:`~tfsnippet.experiment.sinks.RunSink` objects to
-            mirror the run to (an MLflow mirror...); the SQLite store is
-            always written.  A sink's error is reported and does not stop
-            training (see :class:`~tfsnippet.experiment.sinks.RunSink`).
+        sinks: More sinks to mirror the run to, each a
+            :class:`~tfsnippet.scaffold.metrics.sinks.MetricSink` (with an
+            optional ``start(run_id, name, config, info)``) or a
+            :class:`~tfsnippet.experiment.sinks.RunSink`; they receive the
+            same epoch statistics as the SQLite store, which is always
+            written.  A sink's error is reported once and does not stop
+            training (the sink is not called again in the run).
         mlflow: Also mirror the run to MLflow (``pip install "tfsnippet[mlflow]"``):
             a tracking URI (``'sqlite:///runs/mlflow.db'``, a server's
             ``'http://host:5000'``), ``True`` for MLflow's default URI
