@@ -43,7 +43,7 @@ class EventKeys(str, enum.Enum):
                       # timeit -> TIME_METRICS_COLLECTED(loop, metrics)
                       # print_logs -> METRIC_STATS_PRINTED(loop, stats),
                       #               TIME_METRIC_STATS_PRINTED(loop, stats),
-                #               METRIC_STATS_REDUCED(loop, 'step_log', stats)
+                      #               METRIC_STATS_REDUCED(loop, 'step_log', stats)
                 AFTER_STEP(loop)       # then `step_time` is recorded
             AFTER_EPOCH(loop)          # then `epoch_time` is recorded, and
                                        # METRIC_STATS_REDUCED(loop, 'epoch', stats)
@@ -66,7 +66,8 @@ class EventKeys(str, enum.Enum):
     once, with plain statistics (see :mod:`tfsnippet.scaffold.metrics.sinks`):
     each ``print_logs()`` line (scope ``'step_log'`` or ``'epoch_log'``) and
     the end of each epoch (scope ``'epoch'``: that epoch's statistics,
-    printed or not; also an epoch cut short by ``break`` or an exception).
+    printed or not; an epoch cut short by ``break`` or an exception only
+    if it printed its epoch-level line).
     Under multi-worker training they are merged across the workers by the
     collective of ``print_logs()`` (an epoch that prints no line announces
     the process's own statistics).
