@@ -4,7 +4,7 @@ An :class:`~tfsnippet.Experiment` is one: while its ``with`` block is open,
 each :class:`~tfsnippet.TrainLoop` made gets the components it offers (its
 recorder) and, for the first loop made without a ``checkpoint_dir``, the run
 directory to checkpoint into.  The scaffold knows only this small protocol,
-so it imports nothing from the experiment package; the provider pushes
+so it needs nothing from the experiment package; the provider pushes
 itself here when entered and removes itself when left.
 """
 
