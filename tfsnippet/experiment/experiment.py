@@ -200,10 +200,13 @@ class Experiment(Generic[_C]):
             existing run of that name is resumed.
         args: The command-line arguments, ``sys.argv[1:]`` by default (in
             a notebook, pass ``[]``).  ``--resume RUN_ID`` is read from them too.
-        sinks: More :class:`~tfsnippet.experiment.sinks.RunSink` objects to
-            mirror the run to (an MLflow mirror...); the SQLite store is
-            always written.  A sink's error is reported and does not stop
-            training (see :class:`~tfsnippet.experiment.sinks.RunSink`).
+        sinks: More sinks to mirror the run to, each a
+            :class:`~tfsnippet.scaffold.metrics.sinks.MetricSink` (with an
+            optional ``start(run_id, name, config, info)``) or a
+            :class:`~tfsnippet.experiment.sinks.RunSink`; they receive the
+            same epoch statistics as the SQLite store, which is always
+            written.  A sink's error is reported once and does not stop
+            training (the sink is not called again in the run).
         mlflow: Also mirror the run to MLflow (``pip install "tfsnippet[mlflow]"``):
             a tracking URI (``'sqlite:///runs/mlflow.db'``, a server's
             ``'http://host:5000'``), ``True`` for MLflow's default URI
@@ -321,13 +324,10 @@ class Experiment(Generic[_C]):
         self._results = RunResults(self)
         self._store: ResultsStore | None = None
         self._store_sink: StoreSink | None = None
-        self._live_sinks: list[Any] = []
-        self._started_sinks: list[Any] = []
+        self._multi: Any = None   # a MultiSink of the started sinks, while the block is open
         self._console: IO[str] | None = None
         self._saved_streams: tuple[Any, Any] | None = None
-        self._hparams_writer: Any = None
-        self._best: dict[str, float] = {}
-        self._last_step = 0
+        self._recording = _RunSink(self)
         self._status: str | None = None
         self._entered = False
         self._checkpoint_dir_taken = False
@@ -394,6 +394,15 @@ class Experiment(Generic[_C]):
         return self._status == 'running'
 
     @property
+    def sink(self) -> Any:
+        """The run as one :class:`~tfsnippet.scaffold.metrics.sinks.MetricSink`:
+        what a loop's :class:`~tfsnippet.scaffold.components.run_recorder.RunRecorder`
+        writes to (the store, MLflow, HParams and `sinks`; nothing outside
+        the block or on a worker that is not the chief; ``close`` does nothing:
+        the block's end closes the run)."""
+        return self._recording
+
+    @property
     def store(self) -> ResultsStore | None:
         """The results store while the block is open (the chief only), else ``None``."""
         return self._store
@@ -411,11 +420,15 @@ class Experiment(Generic[_C]):
             self._start()
         self._status = 'running'
         _ACTIVE.append(self)
+        from ..scaffold.loop_context import push_loop_context
+        push_loop_context(self)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if self in _ACTIVE:
             _ACTIVE.remove(self)
+            from ..scaffold.loop_context import remove_loop_context
+            remove_loop_context(self)
         status = status_of_exit(exc)
         self._status = status
         if self._is_chief:
@@ -442,14 +455,15 @@ class Experiment(Generic[_C]):
                                   for k, (old, new) in self._overrides.items())
                 print(f'Resuming run {self._run_id!r} in {self._run_dir}'
                       f'{" with command-line overrides" + changed if changed else ""}')
+            from ..scaffold.metrics.sinks import MultiSink
             self._store_sink = StoreSink(self._store)
-            self._live_sinks = [self._store_sink, *self._sinks]
-            info = {k: v for k, v in self._info.items() if k != 'starts'}
-            for sink in list(self._live_sinks):
-                if self._call(sink, 'start', self._run_id, self._name, config, info):
-                    self._started_sinks.append(sink)
+            sinks = [self._store_sink, *self._sinks]
             if self._hparams_wanted:
-                self._start_hparams(config)
+                from .hparams import HParamsSink
+                sinks.append(HParamsSink(self._run_dir))
+            info = {k: v for k, v in self._info.items() if k != 'starts'}
+            self._multi = MultiSink([sink for sink in sinks if self._start_sink(
+                sink, self._run_id, self._name, config, info)])
         except BaseException:
             self._finish('failed', None)
             raise
@@ -463,11 +477,9 @@ class Experiment(Generic[_C]):
             self._heartbeat_thread.join()
             self._heartbeat_thread = None
         try:
-            if self._hparams_writer is not None:
-                self._finish_hparams(status)
-            with self._lock:
-                for sink in self._started_sinks:
-                    self._call(sink, 'finish', status, always=True)
+            if self._multi is not None:
+                with self._lock:
+                    self._multi.close(status)
             if self._info:
                 self._info.update(status=status, ended=time.time())
                 if exc is not None and status == 'failed':
@@ -478,61 +490,48 @@ class Experiment(Generic[_C]):
                     warnings.warn(f'Could not write the final status of run {self._run_id!r} '
                                   f'into {RUN_FILE}: {e}', RuntimeWarning, stacklevel=3)
         finally:
-            self._live_sinks = []
-            self._started_sinks = []
+            self._multi = None
             self._stop_tee()
             if self._store is not None:
                 self._store.close()
                 self._store = None
 
     # ---------------------------------------------------------------- recording
-    def _call(self, sink: Any, method: str, *args: Any, always: bool = False) -> bool:
-        """Call `sink.method(*args)`; on an error report it and drop the sink."""
-        if not always and sink not in self._live_sinks:
-            return False
+    def _start_sink(self, sink: Any, *args: Any) -> bool:
+        """Call `sink.start(*args)` if it has one; on an error report it (the
+        sink is not used in this run)."""
+        start = getattr(sink, 'start', None)
+        if not callable(start):
+            return True
         try:
-            getattr(sink, method)(*args)
+            start(*args)
             return True
         except Exception as e:  # noqa: BLE001 - a sink never stops training; reported
-            if sink in self._live_sinks:
-                self._live_sinks.remove(sink)
-            report_sink_error(sink, method, e)
+            report_sink_error(sink, 'start', e)
             return False
+
+    def _recording_sinks(self) -> Any:
+        """The MultiSink written to, or None (not the chief, or the block is not open)."""
+        return self._multi if self._is_chief and self.active else None
 
     def log_epochs(self, epochs: Sequence[tuple[int, int, Mapping[str, Mapping[str, Any]]]],
                    best: Mapping[str, float] | None = None) -> None:
-        """Record buffered epochs and best values (what the loop's recorder does).
+        """Record epochs and best values now, through every sink.
+
+        What a loop's recorder does through :attr:`sink`; each epoch is
+        the statistics of scope ``'epoch'``, then the sinks are flushed.
 
         Args:
             epochs: ``(step, epoch, {name: {'mean': m, 'std': s, 'count': n}})``
                 triples, oldest first.
             best: The best validation values so far, if they changed.
         """
-        if not self._is_chief or not self.active:
-            return
-        with self._lock:
-            if epochs:
-                self._last_step = max(self._last_step, max(e[0] for e in epochs))
-            if best:
-                self._best.update(best)
-            for sink in list(self._live_sinks):
-                if sink is self._store_sink:
-                    self._call(sink, 'write', epochs, best)
-                    continue
-                if callable(getattr(sink, 'log_epochs', None)):   # the whole flush at once
-                    self._call(sink, 'log_epochs', [
-                        (step, epoch, {n: float(s['mean']) for n, s in stats.items()})
-                        for step, epoch, stats in epochs], dict(best) if best else None)
-                    continue
-                stats_method = getattr(sink, 'log_epoch_stats', None)
-                for step, epoch, stats in epochs:
-                    if stats_method is not None:
-                        self._call(sink, 'log_epoch_stats', step, epoch, stats)
-                    else:
-                        self._call(sink, 'log_epoch', step, epoch,
-                                   {n: float(s['mean']) for n, s in stats.items()})
-                if best:
-                    self._call(sink, 'log_best', dict(best))
+        sink = self._recording
+        for step, epoch, stats in epochs:
+            sink.write_stats('epoch', step, epoch, stats)
+        if best:
+            sink.write_best(dict(best), max((e[0] for e in epochs), default=0))
+        sink.flush()
 
     def _record_results(self, values: dict[str, float]) -> None:
         if not self.active:
@@ -541,8 +540,8 @@ class Experiment(Generic[_C]):
         if not self._is_chief or not values:
             return
         with self._lock:
-            for sink in list(self._live_sinks):
-                self._call(sink, 'log_results', dict(values))
+            if self._multi is not None:
+                self._multi.write_results(dict(values))
             merged = {**self._results, **values}
             path = os.path.join(self._run_dir, RESULT_FILE)
             if self._resumed and not self._results and os.path.isfile(path):
@@ -555,13 +554,20 @@ class Experiment(Generic[_C]):
 
     def heartbeat(self) -> None:
         """Show the store the run is alive (a background thread does it regularly)."""
-        if self._store_sink is not None and self._store_sink in self._live_sinks:
-            with self._lock:
-                self._call(self._store_sink, 'heartbeat')
+        with self._lock:
+            multi, store_sink = self._multi, self._store_sink
+            if multi is not None and store_sink is not None:
+                multi.call(store_sink, 'heartbeat')
 
     def _heartbeat_loop(self) -> None:
         while not self._heartbeat_stop.wait(self._heartbeat_secs):
             self.heartbeat()
+
+    def loop_components(self) -> list[Any]:
+        """What a TrainLoop made inside the block gets (as a loop context
+        provider): a :class:`~tfsnippet.scaffold.components.run_recorder.RunRecorder`."""
+        from ..scaffold.components.run_recorder import RunRecorder
+        return [RunRecorder(self)]
 
     def claim_checkpoint_dir(self, take: bool = True) -> str | None:
         """The checkpoint directory for the first TrainLoop made inside the block
@@ -614,19 +620,45 @@ class Experiment(Generic[_C]):
             self._console.close()
             self._console = None
 
-    def _start_hparams(self, config: Mapping[str, Any]) -> None:
-        from .hparams import HParamsWriter
-        self._hparams_writer = HParamsWriter(self._run_dir)
-        self._hparams_writer.start(flatten_config(config, check=False), self._run_id)
 
-    def _finish_hparams(self, status: str) -> None:
-        writer, self._hparams_writer = self._hparams_writer, None
-        metrics = {**{f'best/{k}': v for k, v in self._best.items()},
-                   **{f'results/{k}': v for k, v in self._results.items()}}
-        try:
-            writer.finish(metrics, status, step=self._last_step)
-        except Exception as e:  # noqa: BLE001 - reported like a sink's error
-            report_sink_error(writer, 'finish', e)
+class _RunSink:
+    """The run as one MetricSink (``Experiment.sink``): writes go to the
+    Experiment's sinks under its lock, while its block is open, on the chief."""
+
+    def __init__(self, experiment: Experiment[Any]) -> None:
+        self._experiment = experiment
+
+    def write_stats(self, scope: str, step: int, epoch: int,
+                    stats: Mapping[str, Mapping[str, Any]]) -> None:
+        exp = self._experiment
+        with exp._lock:
+            multi = exp._recording_sinks()
+            if multi is not None:
+                multi.write_stats(scope, step, epoch, stats)
+
+    def write_best(self, values: Mapping[str, float], step: int) -> None:
+        exp = self._experiment
+        with exp._lock:
+            multi = exp._recording_sinks()
+            if multi is not None:
+                multi.write_best(values, step)
+
+    def write_results(self, values: Mapping[str, float]) -> None:
+        if self._experiment.active:
+            self._experiment.results.update(values)
+
+    def flush(self) -> None:
+        exp = self._experiment
+        with exp._lock:
+            multi = exp._recording_sinks()
+            if multi is not None:
+                multi.flush()
+
+    def close(self, status: str) -> None:
+        """Nothing: the Experiment closes its sinks when its block is left."""
+
+    def __repr__(self) -> str:
+        return f'{self._experiment!r}.sink'
 
 
 # -------------------------------------------------------------------- helpers

@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ['HParamsWriter', 'hparam_value']
+__all__ = ['HParamsWriter', 'HParamsSink', 'hparam_value']
 
 _STATUS = {'completed': 'STATUS_SUCCESS', 'failed': 'STATUS_FAILURE',
            'preempted': 'STATUS_UNKNOWN', 'running': 'STATUS_RUNNING'}
@@ -33,21 +33,21 @@ class HParamsWriter:
     :meth:`finish` the final metrics as scalars (at the run's last step) and
     the session's end with its status.  TensorBoard pointed at the parent
     of many run directories lists each as a session, and infers the columns
-    of its HParams dashboard from them.  It uses the pure-Python event
-    writer of :class:`~tfsnippet.SummaryWriter`.
+    of its HParams dashboard from them.  It uses tensorboard's pure-Python
+    event file writer (no TensorFlow).
 
     Args:
         logdir: The run directory.
     """
 
     def __init__(self, logdir: str) -> None:
-        from ..scaffold.summary_writer import SummaryWriter
-        self._writer = SummaryWriter(logdir)
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+        self._writer = EventFileWriter(logdir)
 
     @property
     def logdir(self) -> str:
         """The directory of the event file."""
-        return self._writer.logdir
+        return str(self._writer.get_logdir())
 
     def start(self, hparams: Mapping[str, Any], group_name: str = '',
               start_time: float | None = None) -> None:
@@ -73,9 +73,12 @@ class HParamsWriter:
         """Write the final `metrics` as scalars at `step`, then the session's end, and close."""
         from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
         try:
+            from tensorboard.compat.proto import summary_pb2
             finite = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
             if finite:
-                self._writer.add_scalars(finite, step=step)
+                self._add(step, summary_pb2.Summary(value=[
+                    summary_pb2.Summary.Value(tag=tag, simple_value=v)
+                    for tag, v in finite.items()]))
             info = plugin_data_pb2.SessionEndInfo(
                 status=api_pb2.Status.Value(_STATUS.get(status, 'STATUS_UNKNOWN')),
                 end_time_secs=time.time() if end_time is None else end_time)
@@ -90,7 +93,71 @@ class HParamsWriter:
         summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(
             tag=f'_hparams_/{kind}', metadata=metadata.create_summary_metadata(data),
             tensor=metadata.NULL_TENSOR)])
-        self._writer.add_summary(summary, step)
+        self._add(step, summary)
+
+    def _add(self, step: int, summary: Any) -> None:
+        from tensorboard.compat.proto import event_pb2
+        self._writer.add_event(event_pb2.Event(wall_time=time.time(), step=int(step),
+                                               summary=summary))
 
     def __repr__(self) -> str:
         return f'HParamsWriter({self.logdir!r})'
+
+
+class HParamsSink:
+    """The run's HParams session as a :class:`~tfsnippet.scaffold.metrics.sinks.MetricSink`
+    (its five methods; it imports no TensorFlow).
+
+    What an :class:`~tfsnippet.Experiment` writes with ``hparams=True``:
+    :meth:`start` writes the session's start (the flattened config), the
+    sink keeps the best values and the final results it receives and the
+    last step, and :meth:`close` writes them as ``best/<name>`` and
+    ``results/<name>`` scalars at that step, then the session's end.
+
+    Args:
+        logdir: The run directory.
+    """
+
+    def __init__(self, logdir: str) -> None:
+        self._writer = HParamsWriter(logdir)
+        self._best: dict[str, float] = {}
+        self._results: dict[str, float] = {}
+        self._last_step = 0
+        self._closed = False
+
+    @property
+    def writer(self) -> HParamsWriter:
+        """The writer of the session."""
+        return self._writer
+
+    def start(self, run_id: str, name: str, config: Mapping[str, Any],
+              info: Mapping[str, Any]) -> None:
+        """Write the session's start: the flattened `config`, in the group `run_id`."""
+        from .store import flatten_config
+        self._writer.start(flatten_config(config, check=False), run_id)
+
+    def write_stats(self, scope: str, step: int, epoch: int,
+                    stats: Mapping[str, Mapping[str, Any]]) -> None:
+        self._last_step = max(self._last_step, int(step))
+
+    def write_best(self, values: Mapping[str, float], step: int) -> None:
+        self._best.update(values)
+        self._last_step = max(self._last_step, int(step))
+
+    def write_results(self, values: Mapping[str, float]) -> None:
+        self._results.update(values)
+
+    def flush(self) -> None:
+        """Nothing to do: the session is written at :meth:`start` and :meth:`close`."""
+
+    def close(self, status: str) -> None:
+        """Write the best values and results at the last step, then the session's end."""
+        if self._closed:
+            return
+        self._closed = True
+        metrics = {**{f'best/{k}': v for k, v in self._best.items()},
+                   **{f'results/{k}': v for k, v in self._results.items()}}
+        self._writer.finish(metrics, status, step=self._last_step)
+
+    def __repr__(self) -> str:
+        return f'HParamsSink({self._writer.logdir!r})'

@@ -93,10 +93,14 @@ def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
 class MlflowMirror:
     """Mirror the runs of an `Experiment` to MLflow tracking.
 
-    A run sink: the experiment calls :meth:`start` when a run starts or
-    resumes, :meth:`log_epoch` with the epoch means after each epoch,
-    :meth:`log_best` and :meth:`log_results` when those change, and
-    :meth:`finish` with the final status.  What MLflow gets, for one
+    A :class:`~tfsnippet.scaffold.metrics.sinks.MetricSink`: the experiment
+    calls :meth:`start` when a run starts or resumes, :meth:`write_stats`
+    with the statistics of each epoch and :meth:`write_best` with new best
+    values (both kept until :meth:`flush`, which sends them in one
+    request), :meth:`write_results` with final results, and :meth:`close`
+    with the final status.  The earlier methods (:meth:`log_epoch`,
+    :meth:`log_epochs`, :meth:`log_best`, :meth:`log_results`,
+    :meth:`finish`) send at once.  What MLflow gets, for one
     tfsnippet run, in one MLflow run of the experiment `experiment_name`:
 
     * the run's name as the MLflow run name, and the tags
@@ -114,9 +118,9 @@ class MlflowMirror:
     * the status: ``'completed'``, ``'failed'`` and ``'preempted'`` end the
       MLflow run as ``FINISHED``, ``FAILED`` and ``KILLED``.
 
-    MLflow is called once per flush of an Experiment (:meth:`log_epochs`:
-    its epochs and best values in one ``log_batch`` request) or per epoch
-    (:meth:`log_epoch`), and once per results update; never per training
+    MLflow is called once per flush of an Experiment (its epochs and best
+    values in one ``log_batch`` request), and once per results update (the
+    means of the epoch statistics are logged, as before); never per training
     step, and only from these methods: the sink keeps no thread.
 
     With a local SQLite store, :meth:`start` holds the lock file
@@ -196,6 +200,9 @@ class MlflowMirror:
         self._run_id: str | None = None          # MLflow's
         self._last_step = -1                     # the last step logged (or found on resume)
         self._resumed = False
+        # kept by the MetricSink methods until `flush`
+        self._epochs: list[tuple[int, int, Mapping[str, float]]] = []
+        self._best: dict[str, float] = {}
 
     # ----------------------------------------------------------- properties
     @property
@@ -394,6 +401,36 @@ class MlflowMirror:
                     'experiment_name': self._experiment_name,
                     'experiment_id': self._experiment_id, 'run_id': self._run_id})
 
+    # ----------------------------------------------------------- the MetricSink
+    def write_stats(self, scope: str, step: int, epoch: int,
+                    stats: Mapping[str, Mapping[str, Any]]) -> None:
+        """Keep the means of an epoch's statistics (scope ``'epoch'``) for :meth:`flush`."""
+        if scope == 'epoch':
+            self._epochs.append((step, epoch, {n: float(s['mean']) for n, s in stats.items()}))
+
+    def write_best(self, values: Mapping[str, float], step: int) -> None:
+        """Keep the best values for :meth:`flush`."""
+        self._best.update(values)
+
+    def write_results(self, values: Mapping[str, float]) -> None:
+        """Log final results now (:meth:`log_results`)."""
+        self.log_results(values)
+
+    def flush(self) -> None:
+        """Send the kept epochs and best values in one request (:meth:`log_epochs`)."""
+        epochs, best = self._epochs, self._best
+        if epochs or best:
+            self._epochs, self._best = [], {}
+            self.log_epochs(epochs, best or None)
+
+    def close(self, status: str) -> None:
+        """Send what is kept, then end the MLflow run (:meth:`finish`)."""
+        try:
+            self.flush()
+        finally:
+            self.finish(status)
+
+    # ----------------------------------------------------------- sent at once
     def log_epoch(self, step: int, epoch: int, metrics: Mapping[str, float]) -> None:
         """Log the means of one epoch's metrics at the global step `step`.
 

@@ -1,44 +1,75 @@
-"""Where an Experiment sends what a run records: the `RunSink` protocol and the built-in sinks."""
+"""Where an Experiment sends what a run records: the built-in sinks, and `RunSink`.
+
+Every sink of an Experiment is a
+:class:`~tfsnippet.scaffold.metrics.sinks.MetricSink` (``write_stats``,
+``write_best``, ``write_results``, ``flush``, ``close``), with an optional
+``start(run_id, name, config, info)`` called when the run starts.  A sink
+written for the earlier :class:`RunSink` interface (``log_epoch``...) is
+adapted once, when the Experiment is made (:func:`as_metric_sink`).  This
+module imports no TensorFlow (the scaffold's sink module is imported when
+first needed).
+"""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ..utils.status import FINISH_STATUSES
+from ..utils.text import typed_repr
 from .store import ResultsStore
 
-__all__ = ['RunSink', 'StoreSink', 'SinkError', 'check_sinks', 'report_sink_error',
-           'FINISH_STATUSES']
+__all__ = ['RunSink', 'StoreSink', 'SinkError', 'check_sinks', 'as_metric_sink',
+           'report_sink_error', 'FINISH_STATUSES']
 
+
+_SINK_METHODS = ('write_stats', 'write_best', 'write_results', 'flush', 'close')
+_RUN_SINK_METHODS = ('start', 'log_epoch', 'log_best', 'log_results', 'finish')
+
+
+def __getattr__(name: str) -> Any:
+    # the scaffold's sink module, imported when first needed (it is TF-free, its package is not)
+    if name == 'SinkError':
+        from ..scaffold.metrics.sinks import SinkError
+        return SinkError
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def report_sink_error(sink: Any, method: str, error: Exception) -> None:
+    """Say that `sink` failed in `method` and will not be called again this run
+    (a :class:`~tfsnippet.scaffold.metrics.sinks.SinkError` warning)."""
+    from ..scaffold.metrics.sinks import report_sink_error as report
+    report(sink, method, error)
 
 
 @runtime_checkable
 class RunSink(Protocol):
-    """Receives what one run of an :class:`~tfsnippet.Experiment` records.
+    """The earlier interface of an Experiment's sinks, still accepted.
 
-    An Experiment calls its sinks in this order, from the chief process only:
+    New sinks implement :class:`~tfsnippet.scaffold.metrics.sinks.MetricSink`
+    instead (one method for the statistics of each epoch, mean, std and
+    count, and ``close`` for ``finish``), optionally with :meth:`start`.
+
+    An Experiment adapts a sink of this interface (see
+    :func:`as_metric_sink`) and calls it, from the chief process only:
     :meth:`start` once when its ``with`` block is entered (also when a run is
-    resumed: the same `run_id` again), :meth:`log_epoch` once per epoch
-    (buffered: a few epochs at once, at the end of an epoch, never per step),
-    :meth:`log_best` when the best validation value improved,
-    :meth:`log_results` for final results, and :meth:`finish` once when the
-    block is left.  Values are plain floats (NaN allowed).
-
-    A sink that also has ``log_epochs(epochs, best)`` gets all the epochs
-    of one flush (``[(step, epoch, means), ...]``) and the best values (or
-    ``None``) in one call instead of :meth:`log_epoch` and :meth:`log_best`
-    (:class:`~tfsnippet.experiment.mlflow_mirror.MlflowMirror` sends them
-    as one request).  A sink that also has ``log_epoch_stats(step, epoch, stats)`` gets the
-    full statistics ``{name: {'mean': m, 'std': s, 'count': n}}`` there
-    instead of :meth:`log_epoch` (the built-in :class:`StoreSink` does).
+    resumed: the same `run_id` again), then at each flush (a few epochs at
+    once, at the end of an epoch, never per step) :meth:`log_epoch` for
+    each epoch and :meth:`log_best` when the best validation value
+    improved, :meth:`log_results` for final results, and :meth:`finish`
+    once when the block is left.  Values are plain floats (NaN allowed).
+    A sink that also has ``log_epochs(epochs, best)`` gets the epochs of a
+    flush (``[(step, epoch, means), ...]``) and the best values (or ``None``)
+    in one call instead; one that has ``log_epoch_stats(step, epoch,
+    stats)`` gets the full statistics ``{name: {'mean': m, 'std': s,
+    'count': n}}`` there instead of :meth:`log_epoch`.
 
     **Errors**: an ``Exception`` raised by a sink never stops training.  It
-    is reported once (a :class:`SinkError` warning), and that sink is
-    not called again during the run, so a tracking server that went away
-    costs one message, not one per epoch.  ``finish`` is still attempted on
-    a sink that failed after :meth:`start` succeeded.
+    is reported once (a :class:`~tfsnippet.scaffold.metrics.sinks.SinkError`
+    warning), and that sink is not called again during the run, so a
+    tracking server that went away costs one message, not one per epoch.
+    ``finish`` is still attempted on a sink that failed after :meth:`start`
+    succeeded.
     """
 
     def start(self, run_id: str, name: str, config: Mapping[str, Any],
@@ -60,11 +91,84 @@ class RunSink(Protocol):
         """The run ends: ``'completed'``, ``'failed'`` or ``'preempted'``."""
 
 
+class _RunSinkAdapter:
+    """A :class:`RunSink` seen as a MetricSink: the epochs and best values of a
+    flush are handed over at :meth:`flush`, the way the sink takes them."""
+
+    def __init__(self, sink: Any) -> None:
+        self.sink = sink
+        self._epochs: list[tuple[int, int, Mapping[str, Mapping[str, Any]]]] = []
+        self._best: dict[str, float] = {}
+
+    def _call(self, method: str, *args: Any) -> None:
+        try:
+            getattr(self.sink, method)(*args)
+        except Exception as e:  # noqa: BLE001 - re-raised naming the inner sink
+            from ..scaffold.metrics.sinks import SinkCallError
+            raise SinkCallError(self.sink, method, e) from e
+
+    def start(self, run_id: str, name: str, config: Mapping[str, Any],
+              info: Mapping[str, Any]) -> None:
+        self._call('start', run_id, name, config, info)
+
+    def write_stats(self, scope: str, step: int, epoch: int,
+                    stats: Mapping[str, Mapping[str, Any]]) -> None:
+        if scope == 'epoch':
+            self._epochs.append((step, epoch, stats))
+
+    def write_best(self, values: Mapping[str, float], step: int) -> None:
+        self._best.update(values)
+
+    def write_results(self, values: Mapping[str, float]) -> None:
+        self._call('log_results', dict(values))
+
+    def flush(self) -> None:
+        epochs, best = self._epochs, self._best
+        self._epochs, self._best = [], {}
+        if callable(getattr(self.sink, 'log_epochs', None)):   # the whole flush at once
+            if epochs or best:
+                self._call('log_epochs', [(step, epoch, _means(stats))
+                                          for step, epoch, stats in epochs], best or None)
+            return
+        with_stats = callable(getattr(self.sink, 'log_epoch_stats', None))
+        for step, epoch, stats in epochs:
+            if with_stats:
+                self._call('log_epoch_stats', step, epoch, stats)
+            else:
+                self._call('log_epoch', step, epoch, _means(stats))
+        if best:
+            self._call('log_best', best)
+
+    def close(self, status: str) -> None:
+        self._call('finish', status)
+
+    def __repr__(self) -> str:
+        return repr(self.sink)
+
+
+def _means(stats: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    return {name: float(s['mean']) for name, s in stats.items()}
+
+
+def as_metric_sink(sink: Any) -> Any:
+    """`sink` as a MetricSink: itself when it has the five methods of
+    :class:`~tfsnippet.scaffold.metrics.sinks.MetricSink`, else (a
+    :class:`RunSink`) an adapter that calls it the way it is written for."""
+    if all(callable(getattr(sink, m, None)) for m in _SINK_METHODS):
+        return sink
+    return _RunSinkAdapter(sink)
+
+
 class StoreSink:
     """The built-in sink: one run in a :class:`~tfsnippet.ResultsStore` (SQLite).
 
-    Each call is one transaction of the store; :meth:`write` groups several
-    (the epochs of a flush, the best values and the heartbeat) into one.
+    A :class:`~tfsnippet.scaffold.metrics.sinks.MetricSink`: it keeps the
+    statistics of each epoch (scope ``'epoch'``: mean, std and count) and
+    the best values it receives, and :meth:`flush` writes them in one
+    transaction of the store; results and the final status are written at
+    once.  The earlier methods (``log_epoch``...) write at once, each call
+    one transaction; :meth:`write` groups several (the epochs of a flush,
+    the best values and the heartbeat) into one.
 
     Args:
         store: The store to write to.
@@ -75,6 +179,8 @@ class StoreSink:
             raise TypeError(f'`store` must be a ResultsStore, got {store!r}')
         self._store = store
         self._run_id: str | None = None
+        self._epochs: list[tuple[int, int, Mapping[str, Any]]] = []
+        self._best: dict[str, float] = {}
 
     @property
     def store(self) -> ResultsStore:
@@ -99,6 +205,36 @@ class StoreSink:
         self._store.start_run(run_id, name, config, meta)
         self._run_id = run_id
 
+    # ------------------------------------------------------------ the MetricSink
+    def write_stats(self, scope: str, step: int, epoch: int,
+                    stats: Mapping[str, Mapping[str, Any]]) -> None:
+        """Keep the statistics of an epoch (scope ``'epoch'``; others are not stored)."""
+        if scope == 'epoch':
+            self._epochs.append((step, epoch, stats))
+
+    def write_best(self, values: Mapping[str, float], step: int) -> None:
+        """Keep the best values, written at the next :meth:`flush`."""
+        self._best.update(values)
+
+    def write_results(self, values: Mapping[str, float]) -> None:
+        """Write final results now."""
+        self._store.update_results(self._id(), values)
+
+    def flush(self) -> None:
+        """Write the kept epochs and best values in one transaction."""
+        epochs, best = self._epochs, self._best
+        if epochs or best:
+            self._epochs, self._best = [], {}
+            self.write(epochs, best)
+
+    def close(self, status: str) -> None:
+        """Write what is kept, then the run's final status."""
+        try:
+            self.flush()
+        finally:
+            self.finish(status)
+
+    # ------------------------------------------------------------ one call, one transaction
     def log_epoch(self, step: int, epoch: int, metrics: Mapping[str, float]) -> None:
         self._store.log_epoch_metrics(self._id(), step, epoch, metrics)
 
@@ -137,33 +273,26 @@ class StoreSink:
         return f'StoreSink({self._store.root!r})'
 
 
-class SinkError(Warning):
-    """The warning issued when a sink raised: the sink is not called again in this run."""
-
-
-_METHODS = ('start', 'log_epoch', 'log_best', 'log_results', 'finish')
-
-
 def check_sinks(sinks: Any) -> list[Any]:
-    """Check the `sinks` argument of an Experiment: a sequence of :class:`RunSink`.
+    """Check the `sinks` argument of an Experiment: a sequence of
+    :class:`~tfsnippet.scaffold.metrics.sinks.MetricSink` or :class:`RunSink`
+    objects; return them as MetricSinks (see :func:`as_metric_sink`).
 
     Raises:
-        TypeError: `sinks` is not a list or tuple, or an item lacks a method.
+        TypeError: `sinks` is not a list or tuple, or an item is neither.
     """
     if sinks is None:
         return []
     if not isinstance(sinks, (list, tuple)):
-        raise TypeError(f'`sinks` must be a list of RunSink objects, got {sinks!r}')
+        raise TypeError(f'`sinks` must be a list of MetricSink objects, got {typed_repr(sinks)}')
+    out = []
     for i, sink in enumerate(sinks):
-        missing = [m for m in _METHODS if not callable(getattr(sink, m, None))]
-        if missing:
-            raise TypeError(f'`sinks[{i}]` must be a RunSink (with {", ".join(_METHODS)}), '
-                            f'got {sink!r}, which lacks {", ".join(missing)}')
-    return list(sinks)
-
-
-def report_sink_error(sink: Any, method: str, error: Exception) -> None:
-    """Say that `sink` failed in `method` and will not be called again this run."""
-    message = (f'The run sink {sink!r} failed in `{method}()` and is not called again in this '
-               f'run (training goes on): {type(error).__name__}: {error}')
-    warnings.warn(message, SinkError, stacklevel=3)
+        if not all(callable(getattr(sink, m, None)) for m in _SINK_METHODS):
+            missing = [m for m in _RUN_SINK_METHODS if not callable(getattr(sink, m, None))]
+            if missing:
+                lacking = [m for m in _SINK_METHODS if not callable(getattr(sink, m, None))]
+                raise TypeError(f'`sinks[{i}]` must be a MetricSink (with '
+                                f'{", ".join(_SINK_METHODS)}), got {typed_repr(sink)}, which lacks '
+                                f'{", ".join(lacking)}')
+        out.append(as_metric_sink(sink))
+    return out

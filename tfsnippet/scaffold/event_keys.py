@@ -25,6 +25,7 @@ class EventKeys(str, enum.Enum):
     ``TIME_METRICS_COLLECTED``        ``(loop, {name: seconds})``
     ``METRIC_STATS_PRINTED``          ``(loop, {name: StatisticsCollector})``
     ``TIME_METRIC_STATS_PRINTED``     ``(loop, {name: StatisticsCollector})``
+    ``METRIC_STATS_REDUCED``          ``(loop, scope, {name: {'mean', 'std', 'count'}})``
     ``SUMMARY_ADDED``                 ``(loop, summary)``
     ================================  ==================================
 
@@ -41,9 +42,11 @@ class EventKeys(str, enum.Enum):
                 ...   # collect_metrics -> METRICS_COLLECTED(loop, metrics)
                       # timeit -> TIME_METRICS_COLLECTED(loop, metrics)
                       # print_logs -> METRIC_STATS_PRINTED(loop, stats),
-                      #               TIME_METRIC_STATS_PRINTED(loop, stats)
+                      #               TIME_METRIC_STATS_PRINTED(loop, stats),
+                      #               METRIC_STATS_REDUCED(loop, 'step_log', stats)
                 AFTER_STEP(loop)       # then `step_time` is recorded
-            AFTER_EPOCH(loop)          # then `epoch_time` is recorded
+            AFTER_EPOCH(loop)          # then `epoch_time` is recorded, and
+                                       # METRIC_STATS_REDUCED(loop, 'epoch', stats)
         EXIT_LOOP(loop)                           # leaving `with`
 
     What fires when the loop does not end normally:
@@ -58,6 +61,16 @@ class EventKeys(str, enum.Enum):
       ``iter_epochs`` ends and the loop prints why it stopped.
     * ``EXIT_LOOP`` always fires when the ``with`` block is left, also
       through an exception (``KeyboardInterrupt`` included).
+
+    ``METRIC_STATS_REDUCED`` announces every reduction of the metric book
+    once, with plain statistics (see :mod:`tfsnippet.scaffold.metrics.sinks`):
+    each ``print_logs()`` line (scope ``'step_log'`` or ``'epoch_log'``) and
+    the end of each epoch (scope ``'epoch'``: that epoch's statistics,
+    printed or not; an epoch cut short by ``break`` or an exception only
+    if it printed its epoch-level line).
+    Under multi-worker training they are merged across the workers by the
+    collective of ``print_logs()`` (an epoch that prints no line announces
+    the process's own statistics).
 
     ``loop.events.on(key, handler, every=Every(steps=N))`` (or
     ``epochs=``/``seconds=``) calls a handler only when its schedule is due.
@@ -78,6 +91,7 @@ class EventKeys(str, enum.Enum):
     TIME_METRICS_COLLECTED = 'time_metrics_collected'
     METRIC_STATS_PRINTED = 'metric_stats_printed'
     TIME_METRIC_STATS_PRINTED = 'time_metric_stats_printed'
+    METRIC_STATS_REDUCED = 'metric_stats_reduced'
     SUMMARY_ADDED = 'summary_added'
     STEP_EVALUATION = 'step_evaluation'
     STEP_ANNEALING = 'step_annealing'
@@ -95,4 +109,5 @@ LOOP_EVENT_KEYS = (
     EventKeys.BEFORE_STEP, EventKeys.AFTER_STEP, EventKeys.METRICS_COLLECTED,
     EventKeys.TIME_METRICS_COLLECTED, EventKeys.METRIC_STATS_PRINTED,
     EventKeys.TIME_METRIC_STATS_PRINTED, EventKeys.SUMMARY_ADDED,
+    EventKeys.METRIC_STATS_REDUCED,
 )

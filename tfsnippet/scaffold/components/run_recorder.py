@@ -1,19 +1,119 @@
-"""The loop component that records a loop's epochs, best values and results into an Experiment."""
+"""The loop components that send a loop's statistics to metric sinks."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ...utils.statistics import StatisticsCollector
+from ...utils.status import status_of_exit
 from ..event_keys import EventKeys
+from ..metrics.sinks import EPOCH, SCOPES, MultiSink, check_sink
 from .base import LoopComponent
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..loop.core import TrainLoop
 
-__all__ = ['RunRecorder', 'RecordingTarget']
+__all__ = ['MetricRecorder', 'RunRecorder', 'RecordingTarget']
+
+class MetricRecorder(LoopComponent):
+    """Sends the statistics a loop announces to metric sinks.
+
+    The loop announces each reduction of its metric book once
+    (``METRIC_STATS_REDUCED``): each ``print_logs()`` line and the end of
+    each epoch, with the statistics (mean, std and count) merged across the
+    workers under multi-worker training.  This component hands those of the
+    `scopes` asked for to the sinks (``write_stats``), a new best value of
+    the validation metric (``write_best``), and when the loop is left its
+    :attr:`~tfsnippet.TrainLoop.results` (``write_results``).  It flushes the
+    sinks at the end of an epoch when `flush_secs` have passed on the
+    loop's clock since the last flush, and when the loop is left; with
+    `close`, it then closes them with the loop's status.  It costs the step
+    loop nothing (no per-step handler).
+
+    The sinks are called through a
+    :class:`~tfsnippet.scaffold.metrics.sinks.MultiSink`: a sink that raises
+    is reported once and not called again.  Every process of a
+    multi-worker job calls its sinks; wrap a sink with
+    :func:`~tfsnippet.scaffold.metrics.sinks.chief_only` to write from the
+    chief only.
+
+    Args:
+        sinks: A :class:`~tfsnippet.scaffold.metrics.sinks.MetricSink`, or a
+            list of them.
+        scopes: The scopes sent to ``write_stats``: ``'epoch'`` (each epoch
+            when it ends, the default), ``'epoch_log'``, ``'step_log'``.
+        flush_secs: The least seconds between two flushes at the end of an
+            epoch (``0``: every epoch).
+        close: Whether to close the sinks when the loop is left.
+
+    Example::
+
+        loop.add_component(MetricRecorder(CsvSink('metrics.csv')))
+    """
+
+    role = 'metric_recorder'
+
+    def __init__(self, sinks: Any, *, scopes: Sequence[str] = (EPOCH,), flush_secs: float = 0.,
+                 close: bool = True) -> None:
+        items = list(sinks) if isinstance(sinks, (list, tuple)) else [check_sink(sinks)]
+        if isinstance(scopes, str) or not all(s in SCOPES for s in scopes):
+            raise ValueError(f'`scopes` must be a list of {", ".join(map(repr, SCOPES))}, '
+                             f'got {scopes!r}')
+        if isinstance(flush_secs, bool) or not isinstance(flush_secs, (int, float)) or \
+                not (flush_secs >= 0 and math.isfinite(flush_secs)):
+            raise ValueError(f'`flush_secs` must be a number of seconds >= 0, got {flush_secs!r}')
+        if not isinstance(close, bool):
+            raise TypeError(f'`close` must be a bool, got {close!r}')
+        self._sink = MultiSink(items)
+        self._scopes = frozenset(scopes)
+        self._flush_secs = float(flush_secs)
+        self._close = close
+        self._last_flush: float | None = None
+
+    @property
+    def sink(self) -> MultiSink:
+        """The sinks, as one :class:`~tfsnippet.scaffold.metrics.sinks.MultiSink`."""
+        return self._sink
+
+    @property
+    def flush_secs(self) -> float:
+        """The least seconds between two flushes at the end of an epoch."""
+        return self._flush_secs
+
+    def on_enter(self, loop: TrainLoop) -> None:
+        self._last_flush = loop.clock()
+        self.subscribe(loop, EventKeys.METRIC_STATS_REDUCED, self._on_reduced)
+
+    def _on_reduced(self, loop: TrainLoop, scope: str,
+                    stats: Mapping[str, Mapping[str, Any]]) -> None:
+        if scope in self._scopes:
+            self._sink.write_stats(scope, loop.step, loop.epoch, stats)
+        if scope == EPOCH:
+            now = loop.clock()
+            if self._last_flush is None or now - self._last_flush >= self.flush_secs:
+                self._last_flush = now
+                self._sink.flush()
+
+    def on_valid_metric(self, loop: TrainLoop, value: float, improved: bool) -> None:
+        if improved and loop.valid_metric_name is not None:
+            self._sink.write_best({loop.valid_metric_name: value}, loop.step)
+
+    def flush(self) -> None:
+        """Flush the sinks now."""
+        self._sink.flush()
+
+    def _write_results(self, results: dict[str, float]) -> None:
+        self._sink.write_results(results)
+
+    def on_exit(self, loop: TrainLoop, error: BaseException | None) -> None:
+        self._sink.flush()
+        results = loop.results
+        if results:
+            self._write_results(results)
+            self._sink.flush()
+        if self._close:
+            self._sink.close(status_of_exit(error))
 
 
 class RecordingTarget(Protocol):
@@ -24,29 +124,30 @@ class RecordingTarget(Protocol):
     @property
     def active(self) -> bool: ...
 
-    def log_epochs(self, epochs: list[tuple[int, int, dict[str, dict[str, Any]]]],
-                   best: Mapping[str, float] | None = None) -> None: ...
+    @property
+    def sink(self) -> Any: ...
 
     @property
     def results(self) -> Any: ...
 
 
-class RunRecorder(LoopComponent):
+class RunRecorder(MetricRecorder):
     """Records a loop into an Experiment: epoch statistics, best values, final results.
 
     A :class:`~tfsnippet.TrainLoop` made inside an open
-    :class:`~tfsnippet.Experiment` gets one with no extra code.  It costs the
-    step loop nothing: it listens to the epoch-level ``print_logs``
-    (``METRIC_STATS_PRINTED`` and ``TIME_METRIC_STATS_PRINTED`` outside a
-    step loop), so what it records is exactly what the epoch log line
-    prints (mean, std and count of each metric, reduced once by the metric
-    book); an epoch without an epoch-level ``print_logs`` is recorded
-    with the statistics of the values that epoch added to the book.  It keeps the epochs and
-    the best validation value in memory and hands them to the Experiment at
-    the end of an epoch when the Experiment's ``flush_secs`` have passed on
-    the loop's clock since the last hand-over (which is one transaction of
-    the store), and when the loop is left, with ``loop.results`` (from
-    ``collect_results``) as final results.
+    :class:`~tfsnippet.Experiment` gets one with no extra code (the
+    Experiment offers it as a loop context provider).  It is a
+    :class:`MetricRecorder` whose sink is the run (its results store,
+    MLflow, HParams and the Experiment's own sinks): each epoch's
+    statistics when the epoch ends, exactly those of its epoch-level log
+    line when it printed one, and this epoch's own values when not (mean,
+    std and count); the best validation value; and ``loop.results`` (from
+    ``collect_results``) as final results when the loop is left.  The run's
+    sinks are flushed at the end of an epoch when the Experiment's
+    ``flush_secs`` have passed on the loop's clock since the last flush
+    (one transaction of the store), and when the loop is left; the
+    Experiment closes them when its block is left.  A loop left after the
+    Experiment's block records nowhere.
 
     Args:
         target: The Experiment to record into.
@@ -55,95 +156,18 @@ class RunRecorder(LoopComponent):
     role = 'run_recorder'
 
     def __init__(self, target: RecordingTarget) -> None:
+        super().__init__(target.sink, close=False)
         self._target = target
-        self._pending: list[tuple[int, int, dict[str, dict[str, Any]]]] = []
-        self._current: dict[str, dict[str, Any]] = {}
-        self._printed = False
-        self._best: dict[str, float] = {}
-        self._last_flush: float | None = None
-        # name -> (weight sum, count, mean, mean square) of the book's epoch
-        # statistics at the end of the last unprinted epoch
-        self._totals: dict[str, tuple[float, int, float, float]] = {}
 
     @property
     def target(self) -> RecordingTarget:
         """The Experiment recorded into."""
         return self._target
 
-    def on_enter(self, loop: TrainLoop) -> None:
-        self._pending, self._current, self._printed, self._best = [], {}, False, {}
-        self._totals = {}
-        self._last_flush = loop.clock()
-        self.subscribe(loop, EventKeys.METRIC_STATS_PRINTED, self._on_printed)
-        self.subscribe(loop, EventKeys.TIME_METRIC_STATS_PRINTED, self._on_printed)
-        self.subscribe(loop, EventKeys.AFTER_EPOCH, self._after_epoch)
+    @property
+    def flush_secs(self) -> float:
+        return float(self._target.flush_secs)
 
-    def _on_printed(self, loop: TrainLoop, stats: Mapping[str, StatisticsCollector]) -> None:
-        if loop.within_step:   # a step-level line: the epoch's line is what is kept
-            return
-        self._printed = True
-        self._totals = {}      # the print clears the book's epoch statistics
-        current = self._current
-        for name, c in stats.items():
-            if c.has_value:
-                current[name] = {'mean': float(c.mean), 'std': float(c.stddev),
-                                 'count': int(c.counter)}
-
-    def _after_epoch(self, loop: TrainLoop) -> None:
-        if not self._printed:   # no epoch-level line: this epoch's part of the book's statistics
-            self._current.update(self._epoch_part(loop.metric_book.epoch_stats()))
-        if self._current:
-            self._pending.append((loop.step, loop.epoch, self._current))
-        self._current, self._printed = {}, False
-        now = loop.clock()
-        if self._last_flush is None or now - self._last_flush >= self._target.flush_secs:
-            self._last_flush = now
-            self.flush()
-
-    def _epoch_part(self, stats: Mapping[str, StatisticsCollector]) -> dict[str, dict[str, Any]]:
-        """Mean, std and count of the values added to `stats` since the last epoch.
-
-        Without an epoch-level ``print_logs`` nothing clears the book's epoch
-        statistics, so they hold every epoch so far: this epoch's part is
-        their difference from the totals seen at the end of the last one.
-        """
-        part = {}
-        totals = self._totals
-        for name, c in stats.items():
-            if not c.has_value or c.shape != ():
-                continue
-            weight, mean, square = c.weight_sum, float(c.mean), float(c.square)
-            last = totals.get(name)
-            totals[name] = (weight, c.counter, mean, square)
-            count = c.counter
-            if last is not None:
-                last_weight, last_count, last_mean, last_square = last
-                count -= last_count
-                if count <= 0 or weight <= last_weight:
-                    continue   # nothing new this epoch
-                mean, square = ((mean * weight - last_mean * last_weight) / (weight - last_weight),
-                                (square * weight - last_square * last_weight) /
-                                (weight - last_weight))
-            part[name] = {'mean': mean, 'std': math.sqrt(max(square - mean * mean, 0.)),
-                          'count': count}
-        return part
-
-    def on_valid_metric(self, loop: TrainLoop, value: float, improved: bool) -> None:
-        if improved and loop.valid_metric_name is not None:
-            self._best[loop.valid_metric_name] = value
-
-    def flush(self) -> None:
-        """Hand the buffered epochs and the best value over to the Experiment now."""
-        pending, best = self._pending, self._best
-        self._pending, self._best = [], {}
-        if (pending or best) and self._target.active:
-            self._target.log_epochs(pending, best or None)
-
-    def on_exit(self, loop: TrainLoop, error: BaseException | None) -> None:
-        if self._current:   # an epoch cut short (an exception): what it printed
-            self._pending.append((loop.step, loop.epoch, self._current))
-            self._current = {}
-        self.flush()
-        results = loop.results
-        if results and self._target.active:   # else the Experiment was left before the loop
+    def _write_results(self, results: dict[str, float]) -> None:
+        if self._target.active:   # else the Experiment was left before the loop
             self._target.results.update(results)

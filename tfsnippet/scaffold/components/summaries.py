@@ -15,6 +15,7 @@ from ...tfops.tf_vars import variable_name
 from ...utils.validation import check_positive_int
 from ...tfops.var_io import read_variables
 from ..event_keys import EventKeys
+from ..metrics.sinks import EPOCH, EPOCH_LOG, STEP_LOG, MetricSink
 from ..metrics.values import to_float
 from ..summary_collector import histogram_summary
 from ..summary_writer import (BUFFER_LIMIT, DEFAULT_SUMMARY_SKIP_PATTERN, STEPS_PER_SEC_TAG,
@@ -22,26 +23,43 @@ from ..summary_writer import (BUFFER_LIMIT, DEFAULT_SUMMARY_SKIP_PATTERN, STEPS_
                               check_skip_pattern, check_summary_writer)
 from .base import LoopComponent
 
-__all__ = ['SummaryLogger']
+__all__ = ['SummaryLogger', 'SUMMARY_STREAMS']
+
+#: What a :class:`SummaryLogger` writes: every value, the means of each log
+#: line, or the means of each epoch.
+SUMMARY_STREAMS = ('values', 'logs', 'epochs')
 
 
-class SummaryLogger(LoopComponent):
+class SummaryLogger(LoopComponent, MetricSink):
     """Writes the metrics a :class:`~tfsnippet.TrainLoop` collects as TensorBoard scalars.
 
     Used by ``TrainLoop(summary_dir=...)``/``TrainLoop(summary_writer=...)``.
     With `histogram_freq`, histograms of the loop's `param_vars` are
     written every that many epochs (tags ``params/<name>``), in both styles.
 
-    It receives the values as the loop's metric book stored them (eager
-    variables already read), buffers them and writes them at the end of
-    each epoch, every 1024 values and when the loop exits, so eager tensors
-    are copied to the host in batches rather than on every step.
+    What it writes is its `stream`:
+
+    * ``'values'`` (the classic stream, the default in one process): every
+      collected value at its step, as the loop's metric book stored it
+      (eager variables already read).  The values are buffered and written
+      at the end of each epoch, every 1024 values and when the loop exits,
+      so eager tensors are copied to the host in batches rather than on
+      every step.
+    * ``'logs'`` (the default under multi-worker training): the mean of each
+      metric each time the logs are printed (``print_logs()``, step- or
+      epoch-level), at the loop's step; under multi-worker training these
+      are merged across the workers, so the scalars are those of the whole
+      global batch.
+    * ``'epochs'``: the mean of each metric over each epoch, when it ends
+      (printed or not), at the loop's step.
+
+    ``'logs'`` and ``'epochs'`` are the statistics the loop announces to
+    every sink (see :mod:`tfsnippet.scaffold.metrics.sinks`): the logger is
+    TensorBoard's :class:`~tfsnippet.scaffold.metrics.sinks.MetricSink`, and
+    its :meth:`write_stats` writes the means it receives.
 
     Under a ``tf.distribute`` strategy only the chief writes (the other
-    workers open no writer and write nothing); under multi-worker training
-    it writes the statistics merged across the workers each time the logs
-    are printed (their means, at the loop's step), rather than the chief's
-    own values, so the scalars are those of the whole global batch.
+    workers open no writer and write nothing).
     """
 
     role = 'summaries'
@@ -49,7 +67,7 @@ class SummaryLogger(LoopComponent):
     def __init__(self, summary_dir: str | None = None, summary_writer: Any = None,
                  metric_prefix: str = 'metrics/', skip_pattern: Any = DEFAULT_SUMMARY_SKIP_PATTERN,
                  commit_freqs: Mapping[str, int] | None = None, graph: Any = None,
-                 histogram_freq: int | None = None):
+                 histogram_freq: int | None = None, stream: str | None = None):
         summary_writer = check_summary_writer(summary_writer)
         if summary_dir is None and summary_writer is None:
             raise ValueError('One of `summary_dir` and `summary_writer` is required')
@@ -59,6 +77,11 @@ class SummaryLogger(LoopComponent):
         self._commits = CommitSchedules(commit_freqs)
         self._histogram_freq = check_positive_int(histogram_freq, 'summary_histogram_freq',
                                                   allow_none=True)
+        if stream is not None and stream not in SUMMARY_STREAMS:
+            raise ValueError(f'`stream` must be one of {", ".join(map(repr, SUMMARY_STREAMS))} '
+                             f'or None (the default: values in one process, logs under '
+                             f'multi-worker training), got {stream!r}')
+        self._stream = stream
         if graph is not None and not hasattr(graph, 'as_graph_def'):
             raise TypeError(f'`summary_graph` must be a tf.Graph, got {graph!r}')
         self._summary_dir = summary_dir
@@ -71,6 +94,7 @@ class SummaryLogger(LoopComponent):
         self._buffer: list[tuple[int, str, str, Any]] = []   # (step, tag, name, value)
         self._epoch_start: tuple[float, int] | None = None
         self._silent = False   # a worker that is not the chief
+        self._scopes: tuple[str, ...] = ()   # of the statistics written (not 'values')
 
     @property
     def writer(self) -> Any:
@@ -96,13 +120,29 @@ class SummaryLogger(LoopComponent):
         if len(buffer) >= BUFFER_LIMIT:
             self.flush()
 
-    def _on_stats(self, loop: Any, stats: Mapping[str, Any]) -> None:
-        # multi-worker training: the statistics print_logs merged across the workers
-        step = loop.step
-        for name, c in stats.items():
+    @property
+    def stream(self) -> str | None:
+        """``'values'``, ``'logs'`` or ``'epochs'``; ``None`` (the default) until
+        the loop is entered, which chooses."""
+        return self._stream
+
+    def _on_reduced(self, loop: Any, scope: str, stats: Mapping[str, Mapping[str, Any]]) -> None:
+        if scope in self._scopes:
+            self.write_stats(scope, loop.step, loop.epoch, stats)
+
+    # ------------------------------------------------------------ the MetricSink
+    def write_stats(self, scope: str, step: int, epoch: int,
+                    stats: Mapping[str, Mapping[str, Any]]) -> None:
+        """Buffer the mean of each metric as a scalar at `step` (names matching
+        the skip pattern skipped, commit frequencies applied)."""
+        for name, s in stats.items():
             tag = self._tag(name)
-            if tag is not None and c.has_value and self._commits.due(name):
-                self._buffer.append((step, tag, name, float(c.mean)))
+            if tag is not None and self._commits.due(name):
+                self._buffer.append((step, tag, name, float(s['mean'])))
+
+    def close(self, status: str) -> None:
+        """Write what is buffered; close the writer if the logger opened it."""
+        self._close_writer()
 
     def _on_before_epoch(self, loop: Any) -> None:
         self._epoch_start = (getattr(loop, '_clock', loop.clock)(), loop.step)
@@ -166,13 +206,17 @@ class SummaryLogger(LoopComponent):
             elif callable(getattr(self._writer, 'add_graph', None)):
                 self._writer.add_graph(self._graph)
         self._commits.reset()
-        backend = loop.backend
-        if backend is not None and backend.num_workers > 1:
-            self.subscribe(loop, EventKeys.METRIC_STATS_PRINTED, self._on_stats)
-            self.subscribe(loop, EventKeys.TIME_METRIC_STATS_PRINTED, self._on_stats)
-        else:
+        stream = self._stream
+        if stream is None:
+            backend = loop.backend
+            stream = self._stream = ('logs' if backend is not None and backend.num_workers > 1
+                                     else 'values')
+        if stream == 'values':
             self.subscribe(loop, EventKeys.METRICS_COLLECTED, self._on_metrics)
             self.subscribe(loop, EventKeys.TIME_METRICS_COLLECTED, self._on_metrics)
+        else:
+            self._scopes = (STEP_LOG, EPOCH_LOG) if stream == 'logs' else (EPOCH,)
+            self.subscribe(loop, EventKeys.METRIC_STATS_REDUCED, self._on_reduced)
         self.subscribe(loop, EventKeys.BEFORE_EPOCH, self._on_before_epoch)
         self.subscribe(loop, EventKeys.AFTER_EPOCH, self._on_after_epoch)
         if self._histogram_freq is not None:
@@ -195,6 +239,9 @@ class SummaryLogger(LoopComponent):
         if self._silent:
             self._silent = False
             return
+        self._close_writer()
+
+    def _close_writer(self) -> None:
         try:
             self.flush()
         finally:

@@ -11,11 +11,10 @@ from ..components.checkpointer import Checkpointer
 from ..components.early_stopping import EarlyStopping
 from ..components.export import ExportBest
 from ..components.preemption import Preemption
-from ..components.run_recorder import RunRecorder
 from ..components.summaries import SummaryLogger
 from ..components.warm_start import WarmStart
-from ...experiment.experiment import current_experiment
 from ...utils.validation import check_bool, check_positive_int
+from ..loop_context import current_loop_context
 from ..summary_writer import (DEFAULT_SUMMARY_SKIP_PATTERN, check_commit_freqs,
                               check_skip_pattern)
 
@@ -110,7 +109,8 @@ def build_components(param_vars: Any = None, *,
     ``session.run``.  With `summary_dir` the loop opens and closes the
     writer (and writes `summary_graph`); a `summary_writer` is not closed.
 
-    **Inside an open** :class:`~tfsnippet.Experiment`: a
+    **Inside an open** :class:`~tfsnippet.Experiment` (a loop context
+    provider, see :mod:`tfsnippet.scaffold.loop_context`): a
     :class:`~tfsnippet.scaffold.components.run_recorder.RunRecorder` records
     the loop into the run, and the first loop made without a
     `checkpoint_dir` checkpoints into the run directory
@@ -123,10 +123,10 @@ def build_components(param_vars: Any = None, *,
         TypeError: An option of the wrong type.
     """
     components: list[LoopComponent] = []
-    experiment = current_experiment()
-    claimed = None   # the Experiment's checkpoint dir, taken once every option is checked
-    if experiment is not None and checkpoint_dir is None:
-        checkpoint_dir = claimed = experiment.claim_checkpoint_dir(take=False)
+    context = current_loop_context()
+    claimed = None   # the context's checkpoint dir, taken once every option is checked
+    if context is not None and checkpoint_dir is None:
+        checkpoint_dir = claimed = context.claim_checkpoint_dir(take=False)
     if check_bool(early_stopping, 'early_stopping'):
         if not valid_metric_name:
             raise ValueError('`early_stopping=True` needs a `valid_metric_name`, got None')
@@ -180,8 +180,8 @@ def build_components(param_vars: Any = None, *,
                             f'{summary_metric_prefix!r}')
     if warm_start is not None:
         components.append(WarmStart(warm_start))
-    if experiment is not None:
-        components.append(RunRecorder(experiment))
+    if context is not None:
+        components.extend(context.loop_components())
         if claimed is not None:
-            experiment.claim_checkpoint_dir()
+            context.claim_checkpoint_dir()
     return components

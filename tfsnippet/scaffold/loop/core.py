@@ -302,11 +302,15 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
                 progress.end_epoch()
                 events.reverse_fire(EventKeys.AFTER_EPOCH, self)
                 self._stop_timer('epoch_time')
+                self._close_epoch()
         finally:
-            self._within_epoch = False
-            self._epoch_start = None
-            self._is_best_valid_metric = False
-            self._book.clear()
+            try:
+                self._close_epoch(cut_short=True)   # an epoch cut short (break, an exception)
+            finally:
+                self._within_epoch = False
+                self._epoch_start = None
+                self._is_best_valid_metric = False
+                self._book.clear()
 
     def iter_steps(self, data_generator: Iterable[Any] | None = None) -> Iterator[Any]:
         """Iterate through the steps of the current epoch, yielding the step counter

@@ -14,6 +14,7 @@ from ..event_keys import EventKeys
 from ..metrics.book import MetricBook
 from ..metrics.console import Console
 from ..metrics.monitor import Monitor
+from ..metrics.sinks import EPOCH, EPOCH_LOG, STEP_LOG, plain_stats
 from ..metrics.values import check_metric_value, is_time_metric, to_float
 from ..summary_table import summarize_variables
 from .progress import LoopProgress
@@ -55,6 +56,8 @@ class LoopReporting:
     #: merges the printed statistics of every worker (set under multi-worker training)
     _reduce_stats: Callable[[dict[str, StatisticsCollector]],
                             dict[str, StatisticsCollector]] | None = None
+    #: the statistics of this epoch's epoch-level lines (merged across workers), if any
+    _printed_epoch: dict[str, StatisticsCollector] | None = None
 
     if TYPE_CHECKING:  # provided by TrainLoop and DisposableContext
         def _require_entered(self) -> None: ...
@@ -253,6 +256,8 @@ class LoopReporting:
             raise RuntimeError(f'{NOT_IN_LOOP}: `print_logs()` needs a loop')
         if self._reduce_stats is not None:   # a collective: every worker prints alike
             stats = self._reduce_stats(stats)
+        if not self._within_step:   # what this epoch announces when it ends
+            self._keep_printed_epoch(stats)
         line = self._console.format_stats(stats)
         if self._is_best_valid_metric:
             line += ' (*)'
@@ -265,6 +270,7 @@ class LoopReporting:
                 self._events.fire(EventKeys.METRIC_STATS_PRINTED, self, metric_stats)
             if time_stats:
                 self._events.fire(EventKeys.TIME_METRIC_STATS_PRINTED, self, time_stats)
+            self._announce(STEP_LOG if self._within_step else EPOCH_LOG, stats)
         finally:
             clear()
 
@@ -273,6 +279,41 @@ class LoopReporting:
         """Whether :meth:`print_training_summary` was called (a trainer's ``run()``
         then does not print the table again)."""
         return bool(getattr(self, '_training_summary_printed', False))
+
+    # ------------------------------------------------------------ announcing reductions
+    def _announce(self, scope: str, stats: Mapping[str, StatisticsCollector]) -> None:
+        """Fire ``METRIC_STATS_REDUCED`` with the plain statistics of `scope`
+        (converted once, for every handler alike)."""
+        if self._events.handlers(EventKeys.METRIC_STATS_REDUCED):
+            plain = plain_stats(stats)
+            if plain:
+                self._events.fire(EventKeys.METRIC_STATS_REDUCED, self, scope, plain)
+
+    def _keep_printed_epoch(self, stats: Mapping[str, StatisticsCollector]) -> None:
+        kept = self._printed_epoch
+        if kept is None:
+            kept = self._printed_epoch = {}
+        for name, c in stats.items():
+            if name not in kept:
+                kept[name] = StatisticsCollector(c.shape)
+            kept[name].merge(c)
+
+    def _close_epoch(self, cut_short: bool = False) -> None:
+        """Announce this epoch's statistics (scope ``'epoch'``), printed or not;
+        an epoch `cut_short` (``break``, an exception) only if it printed a line.
+
+        Under multi-worker training the metrics of its epoch-level lines are
+        those merged across the workers when they were printed (no other
+        collective is run); without a line, the process's own.
+        """
+        stats = self._book.close_epoch()
+        printed, self._printed_epoch = self._printed_epoch, None
+        if cut_short and printed is None:
+            return
+        if printed and self._reduce_stats is not None:
+            stats = {**stats, **printed}
+        if stats:
+            self._announce(EPOCH, stats)
 
     def print_training_summary(self) -> None:
         """Print the table of `param_vars` (grouped by `var_groups`) and an empty line,

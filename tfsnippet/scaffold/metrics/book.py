@@ -49,6 +49,8 @@ class MetricBook:
         self._step_stats: dict[str, StatisticsCollector] = {}
         self._epoch_stats: dict[str, StatisticsCollector] = {}
         self._outside_stats: dict[str, StatisticsCollector] = {}   # collected outside steps
+        # this epoch's statistics, printed or not (handed out by `close_epoch`)
+        self._closing: dict[str, StatisticsCollector] = {}
         # {metric name: type of its values} once checked, for a one-lookup check
         self._types: dict[str, type] = {}
         # {metric name: its watchers}; read-only outside the book (use `watch`)
@@ -167,16 +169,16 @@ class MetricBook:
     def _reduce_step_values(self) -> None:
         for name, values in self.step_pending.items():
             if values:
-                move_pending(name, values, (self._step_stats, self._epoch_stats))
+                move_pending(name, values, (self._step_stats, self._epoch_stats, self._closing))
 
     def compact(self) -> None:
         """Reduce long lists of pending values, bounding memory."""
         for name, values in self.step_pending.items():
             if len(values) >= PENDING_LIMIT:
-                move_pending(name, values, (self._step_stats, self._epoch_stats))
+                move_pending(name, values, (self._step_stats, self._epoch_stats, self._closing))
         for name, values in self.epoch_pending.items():
             if len(values) >= PENDING_LIMIT:
-                move_pending(name, values, (self._epoch_stats,))
+                move_pending(name, values, (self._epoch_stats, self._closing))
 
     def step_stats(self) -> dict[str, StatisticsCollector]:
         """The statistics since the last step-level clear."""
@@ -192,7 +194,8 @@ class MetricBook:
     def _reduce_outside_values(self) -> None:
         for name, values in self.epoch_pending.items():
             if values:
-                move_pending(name, values, (self._epoch_stats, self._outside_stats))
+                move_pending(name, values, (self._epoch_stats, self._outside_stats,
+                                             self._closing))
 
     def step_line_stats(self) -> dict[str, StatisticsCollector]:
         """What a step-level log line shows: the step statistics, and the values
@@ -207,8 +210,16 @@ class MetricBook:
         they stay in its statistics and leave the step lines."""
         for name, values in self.epoch_pending.items():
             if values:
-                move_pending(name, values, (self._epoch_stats,))
+                move_pending(name, values, (self._epoch_stats, self._closing))
         self._outside_stats.clear()
+
+    def close_epoch(self) -> dict[str, StatisticsCollector]:
+        """This epoch's statistics, whether its lines were printed or not, then
+        forget them (the printed statistics are not touched)."""
+        self._reduce_step_values()
+        self.end_epoch()
+        closed, self._closing = self._closing, {}
+        return closed
 
     def seen(self, name: str) -> bool:
         """Whether metric `name` has been collected since the book was made."""
@@ -226,8 +237,9 @@ class MetricBook:
     def clear_epoch(self) -> None:
         """Forget the epoch statistics (values stay in the step statistics)."""
         self._reduce_step_values()
-        for values in self.epoch_pending.values():
-            values.clear()
+        for name, values in self.epoch_pending.items():
+            if values:   # not printed, but still this epoch's
+                move_pending(name, values, (self._closing,))
         self._epoch_stats.clear()
         self._outside_stats.clear()
 
@@ -245,6 +257,7 @@ class MetricBook:
         self._step_stats.clear()
         self._epoch_stats.clear()
         self._outside_stats.clear()
+        self._closing.clear()
 
 
 def _reduce_modes(reduce: str | Mapping[str, str] | None,
