@@ -251,10 +251,8 @@ class Checkpointer(LoopComponent):
         """
         if self._saver is None:
             raise RuntimeError('The loop of this Checkpointer is not entered')
-        backend = loop.backend
         try:
-            if backend is not None and backend.coordinator is not None:
-                backend.barrier()   # the scheduled steps are done: the variables are settled
+            loop.backend.join()   # the scheduled steps are done: the variables are settled
             if best is None and self._pinned is not None and self._pinned['step'] == loop.step:
                 best = self._pinned   # saved again at the step this run pinned: still the best
             if loop.is_chief:
@@ -433,19 +431,19 @@ class Checkpointer(LoopComponent):
                 f'{e}. The model changed since the checkpoint was saved: to start afresh, pass '
                 f'`restore_checkpoint=False` or use a new `checkpoint_dir` (and '
                 f'`spt.warm_start` to reuse the matching weights)') from e
+        # every worker must go on from the chief's checkpoint (two all-reduces
+        # under multi-worker training, none otherwise)
         backend = loop.backend
-        if backend is not None and backend.num_workers > 1:
-            # every worker must go on from the chief's checkpoint (two all-reduces)
-            mine = -1. if restored is None else float(loop.step)
-            chief = backend.broadcast_from_chief(mine)
-            if backend.agree_any(chief != mine):
-                def desc(step: float) -> str:
-                    return 'no checkpoint' if step < 0 else f'the checkpoint of step {int(step)}'
-                raise RuntimeError(
-                    f'The workers resumed from different checkpoints (this worker, '
-                    f'{backend.worker_index}: {desc(mine)}; the chief: {desc(chief)}): every '
-                    f'worker must read the same `checkpoint_dir` {self._dir!r}, a directory '
-                    f'they share')
+        mine = -1. if restored is None else float(loop.step)
+        chief = backend.broadcast_from_chief(mine)
+        if backend.agree_any(chief != mine):
+            def desc(step: float) -> str:
+                return 'no checkpoint' if step < 0 else f'the checkpoint of step {int(step)}'
+            raise RuntimeError(
+                f'The workers resumed from different checkpoints (this worker, '
+                f'{backend.worker_index}: {desc(mine)}; the chief: {desc(chief)}): every '
+                f'worker must read the same `checkpoint_dir` {self._dir!r}, a directory '
+                f'they share')
         # what is on disk now (or nothing to save yet): the exit saves only a newer state
         self._last_saved = (loop.epoch, loop.step, loop.progress.epoch_finished)
         self.restored_from = None if restored is None else restored[0]
@@ -500,6 +498,8 @@ class Checkpointer(LoopComponent):
             self.subscribe(loop, EventKeys.AFTER_STEP, self._check_background)
             self.subscribe(loop, EventKeys.AFTER_EPOCH, self._check_background)
         self._preempted_by = None
+        loop.decisions.register('preempt', read=lambda: self._preempted_by is not None,
+                                apply=lambda agreed: self._on_preempt_agreed(loop, agreed))
         if threading.current_thread() is threading.main_thread():
             for sig in self._signals:
                 self._previous_handlers[sig] = signal.signal(
@@ -510,13 +510,11 @@ class Checkpointer(LoopComponent):
         # waits for the next step or epoch boundary
         if self._preempted_by is None:
             self._preempted_by = signal.Signals(signum).name
-            backend = loop.backend
-            if backend is None or backend.num_workers == 1:   # else agreed at a sync point
-                self.subscribe(loop, EventKeys.AFTER_STEP, self._preempt)
-                self.subscribe(loop, EventKeys.AFTER_EPOCH, self._preempt)
+            loop.decisions.request()   # acted on at the next boundary, or sync point
 
-    def _preempt(self, loop: Any) -> None:
-        self.preempt(loop, self._preempted_by or 'a signal')
+    def _on_preempt_agreed(self, loop: Any, agreed: float) -> None:
+        if agreed:
+            self.preempt(loop, self._preempted_by or 'a signal to another worker')
 
     def preempt(self, loop: Any, signal_name: str) -> None:
         """Save a checkpoint now, say so and raise :class:`TrainingPreempted`."""

@@ -8,7 +8,7 @@ from typing import Any
 
 from tensorboard.compat.proto import summary_pb2
 
-from ...backend.distributed import ReplicaValue, to_host_values
+from ...backend.values import ReplicaValue, to_host_values
 from ...utils.events import Every
 from ...utils.files import check_writable_dir
 from ...utils.tf_vars import variable_name
@@ -166,8 +166,7 @@ class SummaryLogger(LoopComponent):
             elif callable(getattr(self._writer, 'add_graph', None)):
                 self._writer.add_graph(self._graph)
         self._commits.reset()
-        backend = loop.backend
-        if backend is not None and backend.num_workers > 1:
+        if loop.backend.num_workers > 1:   # per-print means, merged across workers
             self.subscribe(loop, EventKeys.METRIC_STATS_PRINTED, self._on_stats)
             self.subscribe(loop, EventKeys.TIME_METRIC_STATS_PRINTED, self._on_stats)
         else:

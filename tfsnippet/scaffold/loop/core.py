@@ -1,34 +1,36 @@
-"""The training loop's core: counters, events, metrics and the component registry."""
+"""The training loop: counters, generators and events, composed of its collaborators."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ...backend.base import Backend
+from ...backend.decisions import Decisions
+from ...backend.local import LocalBackend
 from ...dataflows import DataFlow
 from ...utils.concepts import DisposableContext
-from ...utils.events import EventSource
-from ...utils.misc import warn_user
+from ...utils.events import EventSource, Every
+from ...utils.statistics import StatisticsCollector
 from ...utils.tf_vars import normalize_variables
 from ..components.base import LoopComponent
 from ..event_keys import LOOP_EVENT_KEYS, EventKeys
 from ..metrics.book import MetricBook
 from ..metrics.console import Console, DefaultMetricFormatter, MetricFormatter
-from ..metrics.monitor import Monitor
 from .build import DEFAULT_SUMMARY_SKIP_PATTERN, build_components
 from .distribution import LoopDistribution, attach_distribution, check_strategy_args
-from .facades import FeatureFacades
 from .progress import LoopProgress, check_limit
-from .registry import ComponentRegistry
-from .reporting import LoopReporting
+from .registry import C, LoopComponents
+from .reporting import LoopMetrics
 
 __all__ = ['TrainLoop']
 
 
-class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableContext):
+class TrainLoop(DisposableContext):
     """Keeps the books of a training loop whose step the user writes.
 
     The loop owns the epoch and step counters, fires events around each
@@ -57,6 +59,16 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
     ``collect_metrics`` takes ``PerReplica`` values, only the chief
     (:attr:`is_chief`) prints and writes, and decisions are agreed across
     workers; see :class:`~tfsnippet.scaffold.loop.distribution.LoopDistribution`.
+
+    The loop is composed of collaborators, each of which it hands the
+    :attr:`backend` chosen when it is entered: its metrics
+    (:class:`~tfsnippet.scaffold.loop.reporting.LoopMetrics`: the
+    :attr:`metric_book`, the :attr:`console`, the best validation metric),
+    its components (:class:`~tfsnippet.scaffold.loop.registry.LoopComponents`),
+    its :attr:`progress` and its :attr:`distribution`.  The constructor's
+    feature keywords (``checkpoint_*``, ``summary_*``, ``early_stopping*``,
+    ``warm_start``, ``export_best``) are shortcuts for components; new
+    features are components, added with :meth:`add_component`.
 
     Args:
         param_vars: The variables being trained (list or ``{name: var}``).
@@ -101,7 +113,6 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
                  strategy: Any = None, coordinator: Any = None):
         self._param_vars = normalize_variables(param_vars, 'param_vars')
         self._dist_args = check_strategy_args(strategy, coordinator)
-        self._dist: LoopDistribution | None = None
         if var_groups is not None and (isinstance(var_groups, str) or
                                        not all(isinstance(g, str) for g in var_groups)):
             raise TypeError(f'`var_groups` must be a list of name prefixes, got {var_groups!r}')
@@ -114,29 +125,24 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
         self._var_groups = None if var_groups is None else list(var_groups)
         self._max_epoch = check_limit('max_epoch', max_epoch)
         self._max_step = check_limit('max_step', max_step)
-        self._clock = self._schedule_clock = clock
-        self._console = Console(print_func, metric_formatter or DefaultMetricFormatter(),
-                                show_eta, clock)
-        self._book = MetricBook()
+        self._clock = clock
         self._progress = LoopProgress()
         self._events = EventSource(LOOP_EVENT_KEYS, counters=self)
         # live handler lists of the events fired on every step, checked inline
         self._before_step_handlers = self._events.handlers(EventKeys.BEFORE_STEP)
         self._after_step_handlers = self._events.handlers(EventKeys.AFTER_STEP)
-        self._metrics_handlers = self._events.handlers(EventKeys.METRICS_COLLECTED)
         self._time_metrics_handlers = self._events.handlers(EventKeys.TIME_METRICS_COLLECTED)
-        self._valid_monitor = Monitor(valid_metric_name, mode) if valid_metric_name else None
-        if valid_metric_name:
-            self._book.watch(valid_metric_name, self._on_valid_metric)
+        self._metrics = LoopMetrics(self, print_func,
+                                    metric_formatter or DefaultMetricFormatter(), show_eta,
+                                    clock, valid_metric_name or None, mode)
+        self._components = LoopComponents(self)
+        # the backend of no strategy until the loop is entered, where it is chosen
+        self._dist = LoopDistribution(self, LocalBackend(), clock, self._stop_agreed)
         self._stop_reason: str | None = None
         self._stop_requested = False
         self._dataflows: list[DataFlow] = []   # DataFlows given to iter_steps, in order
-        self._is_best_valid_metric = False
         self._within_epoch = self._within_step = False
         self._step_data: Any = None
-        self._epoch_start: float | None = None  # running epoch timer
-        self._step_start: float | None = None   # running step timer
-        self._components: list[LoopComponent] = []
         for component in build_components(
                 self._param_vars, valid_metric_name=valid_metric_name or None,
                 valid_metric_mode=mode, early_stopping=early_stopping,
@@ -154,6 +160,7 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
 
     def __repr__(self) -> str:
         return f'TrainLoop(epoch={self.epoch}, step={self.step})'
+
     # ---------------------------------------------------------------- properties
     param_vars = property(lambda self: self._param_vars, doc='The trainable parameters.')
     var_groups = property(lambda self: self._var_groups, doc='Name prefixes of the summary.')
@@ -166,16 +173,21 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
                                doc='The mean number of steps of the finished epochs.')
     within_epoch = property(lambda self: self._within_epoch, doc='Whether an epoch is open.')
     within_step = property(lambda self: self._within_step, doc='Whether a step loop is open.')
-    clock = property(lambda self: self._schedule_clock, doc="The time source of schedules (under "
-                     "multi-worker training the chief's, see LoopDistribution).")
-    distribution = property(lambda self: self._dist, doc='The LoopDistribution, or None.')
-    backend = property(lambda self: self._dist and self._dist.backend,
-                       doc='The DistributedBackend chosen when entered, or None.')
-    is_chief = property(lambda self: self._dist is None or self._dist.backend.is_chief,
+    clock = property(lambda self: self._dist.schedule_clock, doc="The time source of schedules "
+                     "(under multi-worker training the chief's, see LoopDistribution).")
+    distribution = property(lambda self: self._dist,
+                            doc='The LoopDistribution (its backend chosen when entered).')
+    backend: Backend = property(  # type: ignore[assignment]
+        lambda self: self._dist.backend,
+        doc='The Backend: a LocalBackend until entered, then the one chosen then (kept after).')
+    decisions: Decisions = property(  # type: ignore[assignment]
+        lambda self: self._dist.decisions,
+        doc='The decisions agreed across workers at the sync points (see Decisions).')
+    is_chief = property(lambda self: self._dist.backend.is_chief,
                         doc='Whether this process prints and writes (True without a strategy).')
     stop_requested = property(lambda self: self._stop_requested, doc='Whether a stop was asked.')
     stop_reason = property(lambda self: self._stop_reason, doc='Why the epoch loop ended.')
-    components = property(lambda self: tuple(self._components),
+    components = property(lambda self: self._components.as_tuple(),
                           doc='The plugged-in components, in registration order.')
     max_epoch = property(lambda self: self._max_epoch,
                          lambda self, v: setattr(self, '_max_epoch', check_limit('max_epoch', v)),
@@ -183,6 +195,34 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
     max_step = property(lambda self: self._max_step,
                         lambda self, v: setattr(self, '_max_step', check_limit('max_step', v)),
                         doc='The maximum step counter; settable, ``None`` for no limit.')
+    console: Console = property(  # type: ignore[assignment]
+        lambda self: self._metrics.console, doc='The console line (tag, ETA, output).')
+    metric_book: MetricBook = property(  # type: ignore[assignment]
+        lambda self: self._metrics.book, doc='The one book of collected metrics.')
+    valid_metric_name = property(
+        lambda self: self._metrics.valid_monitor.name if self._metrics.valid_monitor else None,
+        doc='The name of the validation metric, or ``None`` if not tracked.')
+    valid_metric_smaller_is_better = property(
+        lambda self: (self._metrics.valid_monitor.mode == 'min'
+                      if self._metrics.valid_monitor else None),
+        doc='Whether a smaller validation metric is better.')
+    best_valid_metric = property(
+        lambda self: self._metrics.valid_monitor.best if self._metrics.valid_monitor else None,
+        doc='The best validation metric so far (never NaN), or ``None``.')
+
+    @property
+    def print_func(self) -> Callable[[str], Any]:
+        """The function receiving every printed line; settable."""
+        return self._metrics.console.print_func
+
+    @print_func.setter
+    def print_func(self, func: Callable[[str], Any]) -> None:
+        self._metrics.console.print_func = func
+
+    @property
+    def results(self) -> dict[str, float]:
+        """The final results recorded by :meth:`collect_results`."""
+        return dict(self._metrics.results)
 
     # ------------------------------------------------------------ control
     def request_stop(self, reason: str | None = None) -> None:
@@ -190,64 +230,243 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
         (under multi-worker training: at the next sync point, on every worker)."""
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f'`reason` must be a str or None, got {reason!r}')
-        if not self._stop_requested and not (self._dist and self._dist.defer_stop(reason)):
+        if not self._stop_requested and not self._dist.defer_stop(reason):
             self._stop_requested = True
             self._stop_reason = reason or 'stop requested'
+
+    def _stop_agreed(self, reason: str) -> None:
+        # the workers agreed on a stop (called by the loop's distribution)
+        self._stop_requested, self._stop_reason = True, reason
+
+    # ------------------------------------------------------------ components
+    def component(self, role: str) -> Any:
+        """The first plugged-in component with this `role` (``'checkpointer'``...), or None."""
+        return self._components.by_role(role)
+
+    def components_of(self, kind: type[C]) -> list[C]:
+        """The plugged-in components that are instances of `kind`, in registration order."""
+        return self._components.of_type(kind)
+
+    def add_component(self, component: LoopComponent) -> None:
+        """Plug `component` in, before entering (needed for a resumed state to
+        reach it) or inside the ``with`` block (entered at once).
+
+        Raises:
+            TypeError: `component` is not a :class:`LoopComponent`.
+            ValueError: It is added twice, or another has the same `state_key`.
+            RuntimeError: The loop has been left, or an epoch loop is open.
+        """
+        if not isinstance(component, LoopComponent):
+            raise TypeError(f'`component` must be a LoopComponent, got {component!r}')
+        if self._has_entered and not self._is_entered:
+            raise RuntimeError('Components cannot be added to a loop that has been left')
+        if self._within_epoch:
+            raise RuntimeError('Components must be added outside of the epoch loop')
+        self._components.add(component, entered=self._is_entered)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loop's persistent state as plain data (for checkpoints): counters, the
+        best validation metric, the components' states and, inside an epoch, how
+        far it went and where each DataFlow of :meth:`iter_steps` is."""
+        state = self._progress.state_dict(self._dataflows)
+        monitor = self._metrics.valid_monitor
+        state['best_valid_metric'] = monitor.best if monitor else None
+        state['valid_monitor'] = monitor.state_dict() if monitor else None
+        state['stop_reason'] = self._stop_reason if self._stop_requested else None
+        state['components'] = self._components.state_dict()
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Put back a state from :meth:`state_dict`, before any epoch is opened
+        (`KeyError` for a missing key, `RuntimeError` inside an epoch)."""
+        missing = [k for k in ('epoch', 'step', 'best_valid_metric') if k not in state]
+        if missing:
+            raise KeyError(f'`state` lacks the required keys {missing}: got {sorted(state)}')
+        if self._within_epoch:
+            raise RuntimeError('`load_state_dict()` cannot be called while an epoch loop is open')
+        self._progress.load_state_dict(state)
+        monitor = self._metrics.valid_monitor
+        if monitor is not None:
+            monitor.load_state_dict(state.get('valid_monitor') or
+                                    {'best': state['best_valid_metric'], 'wait': 0})
+        if state.get('stop_reason') is not None:  # a stopped run stays stopped (everywhere)
+            self._stop_requested, self._stop_reason = True, str(state['stop_reason'])
+        self._components.load_state_dict(state.get('components') or {})
+
+    # ------------------------------------------------------------ metrics
+    def collect_metrics(self, metrics: Mapping[str, Any] | None = None, *,
+                        reduce: str | Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        """Add metric values, as a dict and/or as keyword arguments.
+
+        Values go to the epoch's statistics, and inside a step loop also to
+        the step's: Python numbers, numpy scalars and arrays (each element a
+        sample) and eager tensors (read when the logs print); eager
+        variables are read now.  ``METRICS_COLLECTED`` fires with the values
+        as stored, then the watchers of these metrics (the best validation
+        metric first) see them.
+
+        Under a ``tf.distribute`` strategy (see :attr:`backend`) a value may
+        also be a ``PerReplica`` result of ``strategy.run`` or a
+        ``RemoteValue`` of ``coordinator.schedule``: it is kept as it is and
+        reduced across replicas when the logs are printed, the **mean** of
+        the replicas' values, or their **sum** with ``reduce='sum'`` (for
+        all the metrics of the call) or ``reduce={'n_correct': 'sum'}`` (per
+        name; so a metric cannot be named ``reduce`` as a keyword argument:
+        pass it in the dict).  Under multi-worker training the printed
+        statistics are then merged across the workers, as one process with
+        the global batch would print them.
+
+        Raises:
+            TypeError: `metrics` is not a dict, or a value is not numeric (a
+                ``PerReplica`` in a loop without a strategy says what to do).
+            ValueError: `reduce` is not ``'mean'``, ``'sum'`` or a dict of them.
+            RuntimeError: No epoch or step loop is open.
+        """
+        self._metrics.collect(metrics, reduce, kwargs)
+
+    def watch_metric(self, name: str, callback: Callable[[float], Any],
+                     every: Every | int | dict[str, Any] | None = None) -> Callable[[], None]:
+        """Call ``callback(value)`` with each collected value of `name` as a float,
+        or only when the schedule `every` is due (see :class:`Every`); return
+        the function that stops it (see :meth:`MetricBook.watch`)."""
+        return self._metrics.watch(name, callback, every)
+
+    def timeit(self, metric_name: str) -> contextlib.AbstractContextManager[None]:
+        """Record the seconds the block takes as `metric_name` (nothing if it raises)."""
+        return self._metrics.timeit(metric_name)
+
+    def metric_collector(self, metric_name: str
+                         ) -> contextlib.AbstractContextManager[StatisticsCollector]:
+        """Yield a :class:`StatisticsCollector`; its weighted mean is collected as
+        `metric_name` when the block ends (nothing if it raises or is empty)."""
+        return self._metrics.metric_collector(metric_name)
+
+    def println(self, message: str, with_tag: bool = False) -> None:
+        """Print `message`, after the ``[Epoch e/E, Step s/S, ETA t]`` tag if asked."""
+        self._metrics.println(message, with_tag)
+
+    def collect_results(self, results: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        """Record final results (test metrics, after the epoch loop) and print them
+        as one line, ``Results: test acc: 0.97; ...``.
+
+        They are kept in :attr:`results` (a results store of an Experiment
+        records them too); values are checked as metrics and read at once.
+
+        Raises:
+            RuntimeError: The loop is not entered.
+            TypeError: A value is not numeric.
+        """
+        self._require_entered()
+        self._metrics.collect_results(results, kwargs)
+
+    def notice(self, message: str) -> None:
+        """Tell the user of something unexpected: a warning, and the same line
+        through `print_func` (so a ``logger.info`` log has it too)."""
+        self._metrics.notice(message)
+
+    def print_logs(self) -> None:
+        """Print the step (inside a step loop) or epoch statistics since the last
+        print, then clear them; `` (*)`` marks a new best validation metric.
+
+        The matching timer stops first.  ``METRIC_STATS_PRINTED`` and
+        ``TIME_METRIC_STATS_PRINTED`` then fire with ``{name: StatisticsCollector}``.
+        """
+        self._metrics.print_logs()
+
+    def print_training_summary(self) -> None:
+        """Print the table of `param_vars` (grouped by `var_groups`) and an empty line,
+        as one line of `print_func` (one record for ``logger.info``)."""
+        self._require_entered()
+        self._metrics.print_training_summary()
+
+    def get_progress(self) -> float | None:
+        """The fraction of training done, in ``[0, 1]``, or ``None`` if unknown
+        (see :meth:`LoopProgress.fraction_done`)."""
+        return self._metrics.progress()
+
+    def get_eta(self) -> float | None:
+        """The estimated seconds left, or ``None`` if unknown."""
+        return self._metrics.eta()
+
+    # ------------------------------------------------------------ feature shortcuts
+    @property
+    def use_early_stopping(self) -> bool:
+        """Whether an early-stopping component is plugged in."""
+        return self.component('early_stopping') is not None
+
+    @property
+    def summary_writer(self) -> Any:
+        """The summary writer, or ``None`` (a loop-opened one exists while entered)."""
+        summaries = self.component('summaries')
+        return summaries.writer if summaries is not None else None
+
+    @property
+    def checkpoint_saver(self) -> Any:
+        """The checkpoint saver of `checkpoint_dir` while entered, else ``None``."""
+        checkpointer = self.component('checkpointer')
+        return checkpointer.saver if checkpointer is not None else None
+
+    def _feature(self, role: str, what: str, how: str) -> Any:
+        component = self.component(role)
+        if component is None:
+            raise RuntimeError(f'{what}: pass {how} to TrainLoop')
+        self._require_entered()
+        return component
+
+    def make_checkpoint(self) -> str:
+        """Save a checkpoint at the current step now and return its path (with
+        ``checkpoint_async=True``: the path it has once written in the background)."""
+        return self._feature('checkpointer', 'Checkpoint directory is not configured',
+                             '`checkpoint_dir`').save(self)
+
+    def export_best(self, path: str) -> list[str]:
+        """Write the weights of the best checkpoint (``checkpoint_keep_best``) to
+        `path` for serving, inside the ``with`` block or after it; return the
+        paths written (see :meth:`Checkpointer.export_best
+        <tfsnippet.scaffold.components.checkpointer.Checkpointer.export_best>`)."""
+        checkpointer = self.component('checkpointer')
+        if checkpointer is None:
+            raise RuntimeError('`export_best()` needs the best checkpoint: pass '
+                               '`checkpoint_dir` and `checkpoint_keep_best=True` to TrainLoop')
+        return checkpointer.export_best(self, path)
+
+    def add_summary(self, summary: Any) -> None:
+        """Write a ``Summary`` proto or its bytes (from ``session.run``) at the loop's step."""
+        self._feature('summaries', '`add_summary()` needs a summary writer',
+                      '`summary_dir` or `summary_writer`').add_summary(summary, self.step)
+        self._events.fire(EventKeys.SUMMARY_ADDED, self, summary)
 
     # ----------------------------------------------------------- enter / exit
     def _enter(self) -> TrainLoop:
         entered: list[LoopComponent] = []
-        self._dist = attach_distribution(self, *self._dist_args)
+        self._dist = attach_distribution(self, *self._dist_args, clock=self._clock,
+                                         on_stop=self._stop_agreed)
+        self._metrics.enter(self._dist.backend)
         try:
-            for c in self._components:
-                c.on_restore(self)
-            for c in self._components:
-                entered.append(c)
-                c.on_enter(self)
-            self._console.start_eta(self.get_progress())
+            self._components.enter(entered)
+            self._metrics.start_eta()
             self._events.fire(EventKeys.ENTER_LOOP, self)
         except BaseException as e:
             try:
-                self._exit_components(entered, e)
+                self._components.exit(entered, e)
             finally:
-                self._detach()
+                self._leave()
             raise
         return self
 
-    def _detach(self) -> None:
-        if self._dist is not None:   # kept after the exit: `is_chief`, `backend` stay valid
-            self._dist.detach()
-
-    def _exit_components(self, components: list[LoopComponent],
-                         error: BaseException | None) -> None:
-        # every component exits, whatever another raises (the checkpointer must
-        # still wait for its last save); the first error is raised, unless the
-        # loop is left through one of its own, which it does not replace
-        first: BaseException | None = None
-        for c in reversed(components):
-            try:
-                c.on_exit(self, error)
-            except BaseException as e:
-                if first is None and (error is None or not isinstance(e, Exception)):
-                    first = e
-                else:
-                    warn_user(f'{type(c).__name__} failed to exit the loop: '
-                              f'{type(e).__name__}: {e}', RuntimeWarning)
-            finally:
-                self._events.remove_owned(c)
-        if first is not None:
-            raise first
+    def _leave(self) -> None:
+        # the distribution is kept after the exit: `is_chief`, `backend` stay valid
+        self._dist.detach()
+        self._metrics.leave()
 
     def _exit(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
         try:
             self._events.reverse_fire(EventKeys.EXIT_LOOP, self)
         finally:
             try:
-                self._exit_components(self._components, exc_val)
+                self._components.exit(None, exc_val)
             finally:
-                self._console.stop_eta()
-                self._book.clear()
-                self._detach()
+                self._leave()
 
     # ------------------------------------------------------------ iterations
     def iter_epochs(self) -> Iterator[int]:
@@ -275,6 +494,7 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
         self._check_can_open_epoch_loop()
         self._within_epoch = True
         events, clock, progress = self._events, self._clock, self._progress
+        metrics = self._metrics
         if not self._stop_requested:
             self._stop_reason = None
         first = True
@@ -292,17 +512,15 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
                     break
                 first = False
                 progress.begin_epoch()
-                self._epoch_start = clock()
+                metrics.epoch_start = clock()
                 events.fire(EventKeys.BEFORE_EPOCH, self)
                 yield progress.epoch
                 progress.end_epoch()
                 events.reverse_fire(EventKeys.AFTER_EPOCH, self)
-                self._stop_timer('epoch_time')
+                metrics.stop_epoch_timer()
         finally:
             self._within_epoch = False
-            self._epoch_start = None
-            self._is_best_valid_metric = False
-            self._book.clear()
+            metrics.end_epoch_loop()
 
     def iter_steps(self, data_generator: Iterable[Any] | None = None) -> Iterator[Any]:
         """Iterate through the steps of the current epoch, yielding the step counter
@@ -323,9 +541,8 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
             raise RuntimeError('`data_generator` is required when `max_step` is not '
                                'configured, so as to prevent an unstoppable step loop')
         if data is not None:
-            if self._dist is not None:
-                data = self._dist.distribute_data(data)
-            skip = self._progress.attach(data, self._dataflows, self.notice)
+            data = self._dist.distribute_data(data)
+            skip = self._progress.attach(data, self._dataflows, self._metrics.notice)
             try:
                 iterator = iter(data)
             except TypeError as e:
@@ -342,8 +559,10 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
         self._within_step = True
         before, after = self._before_step_handlers, self._after_step_handlers
         time_handlers, clock, progress = self._time_metrics_handlers, self._clock, self._progress
+        metrics = self._metrics
+        book = metrics.book
         # the book's lists are emptied in place, never replaced, while steps run
-        add_step_time = self._book.step_pending.setdefault('step_time', []).append
+        add_step_time = book.step_pending.setdefault('step_time', []).append
         batches = iterator if iterator is not None else itertools.repeat(None)
         max_step = self._max_step
         first_step = progress.step
@@ -353,7 +572,7 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
             for batch in batches:   # the limit is checked after each step, before fetching
                 progress.step = step = progress.step + 1
                 self._step_data = batch
-                self._step_start = start = clock()
+                metrics.step_start = start = clock()
                 if before:
                     for h in tuple(before):
                         h(self)
@@ -361,27 +580,26 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
                 if after:
                     for h in tuple(reversed(after)):
                         h(self)
-                if self._step_start is not None:  # else print_logs() recorded it
-                    self._step_start = None
+                if metrics.step_start is not None:  # else print_logs() recorded it
+                    metrics.step_start = None
                     seconds = clock() - start
                     add_step_time(seconds)
                     if time_handlers:
                         self._events.fire(EventKeys.TIME_METRICS_COLLECTED, self,
                                           {'step_time': seconds})
                 if not step & MetricBook.COMPACT_MASK:
-                    self._book.compact()
+                    book.compact()
                 max_step = self._max_step
                 if self._stop_requested or (max_step is not None and step >= max_step):
                     break
             if progress.step == first_step and iterator is not None and \
                     not progress.epoch_resumed:
-                self._notice(progress.EMPTY_EPOCH.format(epoch=progress.epoch))
+                metrics.notice(progress.EMPTY_EPOCH.format(epoch=progress.epoch))
             progress.epoch_finished = True   # the step loop ran to its end
-            if self._dist is not None:
-                self._dist.steps_ended()
+            self._dist.steps_ended()
         finally:
             self._within_step = False
-            self._step_start = self._step_data = None
+            metrics.step_start = self._step_data = None
             close = getattr(iterator, 'close', None) if owns_iterator else None
             if close is not None:
                 close()
