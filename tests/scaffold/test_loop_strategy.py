@@ -113,7 +113,7 @@ class FakeTwoWorkerBackend(spt.backend.DistributedBackend):
 
 def distribution_of(loop, backend):
     from tfsnippet.scaffold.loop.distribution import LoopDistribution
-    return LoopDistribution(loop, backend, loop.clock, loop._stop_agreed)
+    return LoopDistribution(loop, backend, loop.clock, loop._iter.stop)
 
 
 def test_multi_worker_data_is_sharded_or_refused():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -12,17 +10,17 @@ from typing import Any
 from ...backend.base import Backend
 from ...backend.decisions import Decisions
 from ...backend.local import LocalBackend
-from ...dataflows import DataFlow
 from ...utils.concepts import DisposableContext
-from ...utils.events import EventSource, Every
-from ...utils.statistics import StatisticsCollector
+from ...utils.events import EventSource
 from ...utils.tf_vars import normalize_variables
 from ..components.base import LoopComponent
 from ..event_keys import LOOP_EVENT_KEYS, EventKeys
 from ..metrics.book import MetricBook
 from ..metrics.console import Console, DefaultMetricFormatter, MetricFormatter
+from . import facades, reporting
 from .build import DEFAULT_SUMMARY_SKIP_PATTERN, build_components
 from .distribution import LoopDistribution, attach_distribution, check_strategy_args
+from .iteration import LoopIteration
 from .progress import LoopProgress, check_limit
 from .registry import C, LoopComponents
 from .reporting import LoopMetrics
@@ -123,26 +121,20 @@ class TrainLoop(DisposableContext):
         mode = ('auto' if valid_metric_smaller_is_better is None
                 else 'min' if valid_metric_smaller_is_better else 'max')
         self._var_groups = None if var_groups is None else list(var_groups)
-        self._max_epoch = check_limit('max_epoch', max_epoch)
-        self._max_step = check_limit('max_step', max_step)
         self._clock = clock
         self._progress = LoopProgress()
         self._events = EventSource(LOOP_EVENT_KEYS, counters=self)
-        # live handler lists of the events fired on every step, checked inline
-        self._before_step_handlers = self._events.handlers(EventKeys.BEFORE_STEP)
-        self._after_step_handlers = self._events.handlers(EventKeys.AFTER_STEP)
-        self._time_metrics_handlers = self._events.handlers(EventKeys.TIME_METRICS_COLLECTED)
+        # the collaborators: iteration (counters, generators, stop), metrics,
+        # components, and the distribution (the backend: none until entered)
+        self._iter = LoopIteration(self, self._progress, clock, self._require_entered,
+                                   check_limit('max_epoch', max_epoch),
+                                   check_limit('max_step', max_step))
         self._metrics = LoopMetrics(self, print_func,
                                     metric_formatter or DefaultMetricFormatter(), show_eta,
                                     clock, valid_metric_name or None, mode)
+        self._iter.metrics = self._metrics
         self._components = LoopComponents(self)
-        # the backend of no strategy until the loop is entered, where it is chosen
-        self._dist = LoopDistribution(self, LocalBackend(), clock, self._stop_agreed)
-        self._stop_reason: str | None = None
-        self._stop_requested = False
-        self._dataflows: list[DataFlow] = []   # DataFlows given to iter_steps, in order
-        self._within_epoch = self._within_step = False
-        self._step_data: Any = None
+        self._dist = LoopDistribution(self, LocalBackend(), clock, self._iter.stop)
         for component in build_components(
                 self._param_vars, valid_metric_name=valid_metric_name or None,
                 valid_metric_mode=mode, early_stopping=early_stopping,
@@ -168,11 +160,12 @@ class TrainLoop(DisposableContext):
     epoch = property(lambda self: self._progress.epoch, doc='Epoch counter: 0, then 1, 2...')
     step = property(lambda self: self._progress.step, doc='Global step counter: 0, then 1, 2...')
     progress = property(lambda self: self._progress, doc='The counters, as a LoopProgress.')
-    step_data = property(lambda self: self._step_data, doc='The batch of the current step.')
+    step_data = property(lambda self: self._iter.step_data, doc='The batch of the current step.')
     steps_per_epoch = property(lambda self: self._progress.steps_per_epoch,
                                doc='The mean number of steps of the finished epochs.')
-    within_epoch = property(lambda self: self._within_epoch, doc='Whether an epoch is open.')
-    within_step = property(lambda self: self._within_step, doc='Whether a step loop is open.')
+    within_epoch = property(lambda self: self._iter.within_epoch, doc='Whether an epoch is open.')
+    within_step = property(lambda self: self._iter.within_step,
+                           doc='Whether a step loop is open.')
     clock = property(lambda self: self._dist.schedule_clock, doc="The time source of schedules "
                      "(under multi-worker training the chief's, see LoopDistribution).")
     distribution = property(lambda self: self._dist,
@@ -185,15 +178,17 @@ class TrainLoop(DisposableContext):
         doc='The decisions agreed across workers at the sync points (see Decisions).')
     is_chief = property(lambda self: self._dist.backend.is_chief,
                         doc='Whether this process prints and writes (True without a strategy).')
-    stop_requested = property(lambda self: self._stop_requested, doc='Whether a stop was asked.')
-    stop_reason = property(lambda self: self._stop_reason, doc='Why the epoch loop ended.')
+    stop_requested = property(lambda self: self._iter.stop_requested,
+                              doc='Whether a stop was asked.')
+    stop_reason = property(lambda self: self._iter.stop_reason, doc='Why the epoch loop ended.')
     components = property(lambda self: self._components.as_tuple(),
                           doc='The plugged-in components, in registration order.')
-    max_epoch = property(lambda self: self._max_epoch,
-                         lambda self, v: setattr(self, '_max_epoch', check_limit('max_epoch', v)),
+    max_epoch = property(lambda self: self._iter.max_epoch,
+                         lambda self, v: setattr(self._iter, 'max_epoch',
+                                                 check_limit('max_epoch', v)),
                          doc='The maximum epoch counter; settable, ``None`` for no limit.')
-    max_step = property(lambda self: self._max_step,
-                        lambda self, v: setattr(self, '_max_step', check_limit('max_step', v)),
+    max_step = property(lambda self: self._iter.max_step,
+                        lambda self, v: setattr(self._iter, 'max_step', check_limit('max_step', v)),
                         doc='The maximum step counter; settable, ``None`` for no limit.')
     console: Console = property(  # type: ignore[assignment]
         lambda self: self._metrics.console, doc='The console line (tag, ETA, output).')
@@ -230,13 +225,8 @@ class TrainLoop(DisposableContext):
         (under multi-worker training: at the next sync point, on every worker)."""
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f'`reason` must be a str or None, got {reason!r}')
-        if not self._stop_requested and not self._dist.defer_stop(reason):
-            self._stop_requested = True
-            self._stop_reason = reason or 'stop requested'
-
-    def _stop_agreed(self, reason: str) -> None:
-        # the workers agreed on a stop (called by the loop's distribution)
-        self._stop_requested, self._stop_reason = True, reason
+        if not self._iter.stop_requested and not self._dist.defer_stop(reason):
+            self._iter.stop(reason or 'stop requested')
 
     # ------------------------------------------------------------ components
     def component(self, role: str) -> Any:
@@ -260,7 +250,7 @@ class TrainLoop(DisposableContext):
             raise TypeError(f'`component` must be a LoopComponent, got {component!r}')
         if self._has_entered and not self._is_entered:
             raise RuntimeError('Components cannot be added to a loop that has been left')
-        if self._within_epoch:
+        if self._iter.within_epoch:
             raise RuntimeError('Components must be added outside of the epoch loop')
         self._components.add(component, entered=self._is_entered)
 
@@ -268,11 +258,11 @@ class TrainLoop(DisposableContext):
         """The loop's persistent state as plain data (for checkpoints): counters, the
         best validation metric, the components' states and, inside an epoch, how
         far it went and where each DataFlow of :meth:`iter_steps` is."""
-        state = self._progress.state_dict(self._dataflows)
+        state = self._progress.state_dict(self._iter.dataflows)
         monitor = self._metrics.valid_monitor
         state['best_valid_metric'] = monitor.best if monitor else None
         state['valid_monitor'] = monitor.state_dict() if monitor else None
-        state['stop_reason'] = self._stop_reason if self._stop_requested else None
+        state['stop_reason'] = self._iter.stop_reason if self._iter.stop_requested else None
         state['components'] = self._components.state_dict()
         return state
 
@@ -282,7 +272,7 @@ class TrainLoop(DisposableContext):
         missing = [k for k in ('epoch', 'step', 'best_valid_metric') if k not in state]
         if missing:
             raise KeyError(f'`state` lacks the required keys {missing}: got {sorted(state)}')
-        if self._within_epoch:
+        if self._iter.within_epoch:
             raise RuntimeError('`load_state_dict()` cannot be called while an epoch loop is open')
         self._progress.load_state_dict(state)
         monitor = self._metrics.valid_monitor
@@ -290,157 +280,35 @@ class TrainLoop(DisposableContext):
             monitor.load_state_dict(state.get('valid_monitor') or
                                     {'best': state['best_valid_metric'], 'wait': 0})
         if state.get('stop_reason') is not None:  # a stopped run stays stopped (everywhere)
-            self._stop_requested, self._stop_reason = True, str(state['stop_reason'])
+            self._iter.stop(str(state['stop_reason']))
         self._components.load_state_dict(state.get('components') or {})
 
-    # ------------------------------------------------------------ metrics
-    def collect_metrics(self, metrics: Mapping[str, Any] | None = None, *,
-                        reduce: str | Mapping[str, str] | None = None, **kwargs: Any) -> None:
-        """Add metric values, as a dict and/or as keyword arguments.
-
-        Values go to the epoch's statistics, and inside a step loop also to
-        the step's: Python numbers, numpy scalars and arrays (each element a
-        sample) and eager tensors (read when the logs print); eager
-        variables are read now.  ``METRICS_COLLECTED`` fires with the values
-        as stored, then the watchers of these metrics (the best validation
-        metric first) see them.
-
-        Under a ``tf.distribute`` strategy (see :attr:`backend`) a value may
-        also be a ``PerReplica`` result of ``strategy.run`` or a
-        ``RemoteValue`` of ``coordinator.schedule``: it is kept as it is and
-        reduced across replicas when the logs are printed, the **mean** of
-        the replicas' values, or their **sum** with ``reduce='sum'`` (for
-        all the metrics of the call) or ``reduce={'n_correct': 'sum'}`` (per
-        name; so a metric cannot be named ``reduce`` as a keyword argument:
-        pass it in the dict).  Under multi-worker training the printed
-        statistics are then merged across the workers, as one process with
-        the global batch would print them.
-
-        Raises:
-            TypeError: `metrics` is not a dict, or a value is not numeric (a
-                ``PerReplica`` in a loop without a strategy says what to do).
-            ValueError: `reduce` is not ``'mean'``, ``'sum'`` or a dict of them.
-            RuntimeError: No epoch or step loop is open.
-        """
-        self._metrics.collect(metrics, reduce, kwargs)
-
-    def watch_metric(self, name: str, callback: Callable[[float], Any],
-                     every: Every | int | dict[str, Any] | None = None) -> Callable[[], None]:
-        """Call ``callback(value)`` with each collected value of `name` as a float,
-        or only when the schedule `every` is due (see :class:`Every`); return
-        the function that stops it (see :meth:`MetricBook.watch`)."""
-        return self._metrics.watch(name, callback, every)
-
-    def timeit(self, metric_name: str) -> contextlib.AbstractContextManager[None]:
-        """Record the seconds the block takes as `metric_name` (nothing if it raises)."""
-        return self._metrics.timeit(metric_name)
-
-    def metric_collector(self, metric_name: str
-                         ) -> contextlib.AbstractContextManager[StatisticsCollector]:
-        """Yield a :class:`StatisticsCollector`; its weighted mean is collected as
-        `metric_name` when the block ends (nothing if it raises or is empty)."""
-        return self._metrics.metric_collector(metric_name)
-
-    def println(self, message: str, with_tag: bool = False) -> None:
-        """Print `message`, after the ``[Epoch e/E, Step s/S, ETA t]`` tag if asked."""
-        self._metrics.println(message, with_tag)
-
-    def collect_results(self, results: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        """Record final results (test metrics, after the epoch loop) and print them
-        as one line, ``Results: test acc: 0.97; ...``.
-
-        They are kept in :attr:`results` (a results store of an Experiment
-        records them too); values are checked as metrics and read at once.
-
-        Raises:
-            RuntimeError: The loop is not entered.
-            TypeError: A value is not numeric.
-        """
-        self._require_entered()
-        self._metrics.collect_results(results, kwargs)
-
-    def notice(self, message: str) -> None:
-        """Tell the user of something unexpected: a warning, and the same line
-        through `print_func` (so a ``logger.info`` log has it too)."""
-        self._metrics.notice(message)
-
-    def print_logs(self) -> None:
-        """Print the step (inside a step loop) or epoch statistics since the last
-        print, then clear them; `` (*)`` marks a new best validation metric.
-
-        The matching timer stops first.  ``METRIC_STATS_PRINTED`` and
-        ``TIME_METRIC_STATS_PRINTED`` then fire with ``{name: StatisticsCollector}``.
-        """
-        self._metrics.print_logs()
-
-    def print_training_summary(self) -> None:
-        """Print the table of `param_vars` (grouped by `var_groups`) and an empty line,
-        as one line of `print_func` (one record for ``logger.info``)."""
-        self._require_entered()
-        self._metrics.print_training_summary()
-
-    def get_progress(self) -> float | None:
-        """The fraction of training done, in ``[0, 1]``, or ``None`` if unknown
-        (see :meth:`LoopProgress.fraction_done`)."""
-        return self._metrics.progress()
-
-    def get_eta(self) -> float | None:
-        """The estimated seconds left, or ``None`` if unknown."""
-        return self._metrics.eta()
+    # ------------------------------------------------------------ metrics (see LoopMetrics)
+    collect_metrics = reporting.collect_metrics
+    watch_metric = reporting.watch_metric
+    timeit = reporting.timeit
+    metric_collector = reporting.metric_collector
+    println = reporting.println
+    collect_results = reporting.collect_results
+    notice = reporting.notice
+    print_logs = reporting.print_logs
+    print_training_summary = reporting.print_training_summary
+    get_progress = reporting.get_progress
+    get_eta = reporting.get_eta
 
     # ------------------------------------------------------------ feature shortcuts
-    @property
-    def use_early_stopping(self) -> bool:
-        """Whether an early-stopping component is plugged in."""
-        return self.component('early_stopping') is not None
-
-    @property
-    def summary_writer(self) -> Any:
-        """The summary writer, or ``None`` (a loop-opened one exists while entered)."""
-        summaries = self.component('summaries')
-        return summaries.writer if summaries is not None else None
-
-    @property
-    def checkpoint_saver(self) -> Any:
-        """The checkpoint saver of `checkpoint_dir` while entered, else ``None``."""
-        checkpointer = self.component('checkpointer')
-        return checkpointer.saver if checkpointer is not None else None
-
-    def _feature(self, role: str, what: str, how: str) -> Any:
-        component = self.component(role)
-        if component is None:
-            raise RuntimeError(f'{what}: pass {how} to TrainLoop')
-        self._require_entered()
-        return component
-
-    def make_checkpoint(self) -> str:
-        """Save a checkpoint at the current step now and return its path (with
-        ``checkpoint_async=True``: the path it has once written in the background)."""
-        return self._feature('checkpointer', 'Checkpoint directory is not configured',
-                             '`checkpoint_dir`').save(self)
-
-    def export_best(self, path: str) -> list[str]:
-        """Write the weights of the best checkpoint (``checkpoint_keep_best``) to
-        `path` for serving, inside the ``with`` block or after it; return the
-        paths written (see :meth:`Checkpointer.export_best
-        <tfsnippet.scaffold.components.checkpointer.Checkpointer.export_best>`)."""
-        checkpointer = self.component('checkpointer')
-        if checkpointer is None:
-            raise RuntimeError('`export_best()` needs the best checkpoint: pass '
-                               '`checkpoint_dir` and `checkpoint_keep_best=True` to TrainLoop')
-        return checkpointer.export_best(self, path)
-
-    def add_summary(self, summary: Any) -> None:
-        """Write a ``Summary`` proto or its bytes (from ``session.run``) at the loop's step."""
-        self._feature('summaries', '`add_summary()` needs a summary writer',
-                      '`summary_dir` or `summary_writer`').add_summary(summary, self.step)
-        self._events.fire(EventKeys.SUMMARY_ADDED, self, summary)
+    use_early_stopping = property(facades.use_early_stopping)
+    summary_writer = property(facades.summary_writer)
+    checkpoint_saver = property(facades.checkpoint_saver)
+    make_checkpoint = facades.make_checkpoint
+    export_best = facades.export_best
+    add_summary = facades.add_summary
 
     # ----------------------------------------------------------- enter / exit
     def _enter(self) -> TrainLoop:
         entered: list[LoopComponent] = []
         self._dist = attach_distribution(self, *self._dist_args, clock=self._clock,
-                                         on_stop=self._stop_agreed)
+                                         on_stop=self._iter.stop)
         self._metrics.enter(self._dist.backend)
         try:
             self._components.enter(entered)
@@ -473,54 +341,7 @@ class TrainLoop(DisposableContext):
         """Iterate through the epochs, yielding the epoch counter (from 1), until
         `max_epoch` epochs or `max_step` steps are done or a stop is requested
         (`RuntimeError` outside the ``with`` block or inside another epoch loop)."""
-        self._check_can_open_epoch_loop()
-        return self._epochs_generator()
-
-    def _check_can_open_epoch_loop(self) -> None:
-        self._require_entered()
-        if self._within_epoch:
-            raise RuntimeError('Another epoch loop has been opened: `iter_epochs()` cannot '
-                               'be nested')
-
-    def _check_can_open_step_loop(self) -> None:
-        if not self._within_epoch:
-            raise RuntimeError('Step loop must be opened within active epoch loop: call '
-                               '`iter_steps()` inside `for epoch in loop.iter_epochs():`')
-        if self._within_step:
-            raise RuntimeError('Another step loop has been opened: `iter_steps()` cannot be nested')
-
-    def _epochs_generator(self) -> Iterator[int]:
-        # checked again: two generators may have been made before either started
-        self._check_can_open_epoch_loop()
-        self._within_epoch = True
-        events, clock, progress = self._events, self._clock, self._progress
-        metrics = self._metrics
-        if not self._stop_requested:
-            self._stop_reason = None
-        first = True
-        try:
-            while True:
-                if self._stop_requested:
-                    self.println(f'Training stopped at epoch {progress.epoch}, step '
-                                 f'{progress.step}: {self._stop_reason}')
-                    break
-                self._stop_reason = progress.limit_reached(self._max_epoch, self._max_step)
-                if self._stop_reason is not None:
-                    if first and progress.step:   # a resumed run that had finished
-                        self.println(f'Training has already finished at epoch {progress.epoch}, '
-                                     f'step {progress.step}: {self._stop_reason}')
-                    break
-                first = False
-                progress.begin_epoch()
-                metrics.epoch_start = clock()
-                events.fire(EventKeys.BEFORE_EPOCH, self)
-                yield progress.epoch
-                progress.end_epoch()
-                events.reverse_fire(EventKeys.AFTER_EPOCH, self)
-                metrics.stop_epoch_timer()
-        finally:
-            self._within_epoch = False
-            metrics.end_epoch_loop()
+        return self._iter.iter_epochs()
 
     def iter_steps(self, data_generator: Iterable[Any] | None = None) -> Iterator[Any]:
         """Iterate through the steps of the current epoch, yielding the step counter
@@ -535,71 +356,4 @@ class TrainLoop(DisposableContext):
                 or neither `data_generator` nor `max_step` is given.
             TypeError: `data_generator` is not iterable.
         """
-        self._check_can_open_step_loop()
-        data, iterator = data_generator, None
-        if data is None and self._max_step is None:
-            raise RuntimeError('`data_generator` is required when `max_step` is not '
-                               'configured, so as to prevent an unstoppable step loop')
-        if data is not None:
-            data = self._dist.distribute_data(data)
-            skip = self._progress.attach(data, self._dataflows, self._metrics.notice)
-            try:
-                iterator = iter(data)
-            except TypeError as e:
-                raise TypeError(f'`data_generator` must be iterable, got {data!r}') from e
-            if skip:   # not a resumable DataFlow: skip what the interrupted epoch consumed
-                iterator = itertools.islice(iterator, skip, None)
-        return self._steps_generator(iterator, owns_iterator=iterator is not data)
-
-    def _steps_generator(self, iterator: Iterator[Any] | None,
-                         owns_iterator: bool) -> Iterator[Any]:
-        # The per-step path of every training loop: keep it to plain
-        # attribute and list operations (see benchmarks/bench_train_loop.py).
-        self._check_can_open_step_loop()
-        self._within_step = True
-        before, after = self._before_step_handlers, self._after_step_handlers
-        time_handlers, clock, progress = self._time_metrics_handlers, self._clock, self._progress
-        metrics = self._metrics
-        book = metrics.book
-        # the book's lists are emptied in place, never replaced, while steps run
-        add_step_time = book.step_pending.setdefault('step_time', []).append
-        batches = iterator if iterator is not None else itertools.repeat(None)
-        max_step = self._max_step
-        first_step = progress.step
-        try:
-            if self._stop_requested or (max_step is not None and progress.step >= max_step):
-                return
-            for batch in batches:   # the limit is checked after each step, before fetching
-                progress.step = step = progress.step + 1
-                self._step_data = batch
-                metrics.step_start = start = clock()
-                if before:
-                    for h in tuple(before):
-                        h(self)
-                yield (step, batch) if iterator is not None else step
-                if after:
-                    for h in tuple(reversed(after)):
-                        h(self)
-                if metrics.step_start is not None:  # else print_logs() recorded it
-                    metrics.step_start = None
-                    seconds = clock() - start
-                    add_step_time(seconds)
-                    if time_handlers:
-                        self._events.fire(EventKeys.TIME_METRICS_COLLECTED, self,
-                                          {'step_time': seconds})
-                if not step & MetricBook.COMPACT_MASK:
-                    book.compact()
-                max_step = self._max_step
-                if self._stop_requested or (max_step is not None and step >= max_step):
-                    break
-            if progress.step == first_step and iterator is not None and \
-                    not progress.epoch_resumed:
-                metrics.notice(progress.EMPTY_EPOCH.format(epoch=progress.epoch))
-            progress.epoch_finished = True   # the step loop ran to its end
-            self._dist.steps_ended()
-        finally:
-            self._within_step = False
-            metrics.step_start = self._step_data = None
-            close = getattr(iterator, 'close', None) if owns_iterator else None
-            if close is not None:
-                close()
+        return self._iter.iter_steps(data_generator)

@@ -382,7 +382,7 @@ class LoopDistribution:
         """The shuffling seed of a sharded flow: the saved one when resuming, else one
         drawn from the flow's generator on the chief (sent to every worker)."""
         loop = self._loop
-        states, index = loop.progress.flow_states, len(loop._dataflows)
+        states, index = loop.progress.flow_states, len(loop._iter.dataflows)
         state = states[index] if index < len(states) else None
         start = state.get('start') if isinstance(state, dict) else None
         if isinstance(start, dict) and isinstance(start.get('seed'), int):

@@ -22,6 +22,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ['LoopMetrics', 'NOT_IN_LOOP']
 
+# The metric methods of TrainLoop (assigned in its class body) delegate to its
+# LoopMetrics, `self._metrics`; they are defined below the class.
+
 NOT_IN_LOOP = 'An epoch or a step loop is expected, but neither has been opened'
 
 
@@ -249,3 +252,110 @@ class LoopMetrics:
     def eta(self) -> float | None:
         """``TrainLoop.get_eta``."""
         return self.console.eta(self.progress())
+
+
+# ------------------------------------------------------------ TrainLoop's methods
+def collect_metrics(self: TrainLoop, metrics: Mapping[str, Any] | None = None, *,
+                    reduce: str | Mapping[str, str] | None = None, **kwargs: Any) -> None:
+    """Add metric values, as a dict and/or as keyword arguments.
+
+    Values go to the epoch's statistics, and inside a step loop also to
+    the step's: Python numbers, numpy scalars and arrays (each element a
+    sample) and eager tensors (read when the logs print); eager
+    variables are read now.  ``METRICS_COLLECTED`` fires with the values
+    as stored, then the watchers of these metrics (the best validation
+    metric first) see them.
+
+    Under a ``tf.distribute`` strategy (see :attr:`backend`) a value may
+    also be a ``PerReplica`` result of ``strategy.run`` or a
+    ``RemoteValue`` of ``coordinator.schedule``: it is kept as it is and
+    reduced across replicas when the logs are printed, the **mean** of
+    the replicas' values, or their **sum** with ``reduce='sum'`` (for
+    all the metrics of the call) or ``reduce={'n_correct': 'sum'}`` (per
+    name; so a metric cannot be named ``reduce`` as a keyword argument:
+    pass it in the dict).  Under multi-worker training the printed
+    statistics are then merged across the workers, as one process with
+    the global batch would print them.
+
+    Raises:
+        TypeError: `metrics` is not a dict, or a value is not numeric (a
+            ``PerReplica`` in a loop without a strategy says what to do).
+        ValueError: `reduce` is not ``'mean'``, ``'sum'`` or a dict of them.
+        RuntimeError: No epoch or step loop is open.
+    """
+    self._metrics.collect(metrics, reduce, kwargs)
+
+
+def watch_metric(self: TrainLoop, name: str, callback: Callable[[float], Any],
+                 every: Every | int | dict[str, Any] | None = None) -> Callable[[], None]:
+    """Call ``callback(value)`` with each collected value of `name` as a float,
+    or only when the schedule `every` is due (see :class:`Every`); return
+    the function that stops it (see :meth:`MetricBook.watch`)."""
+    return self._metrics.watch(name, callback, every)
+
+
+def timeit(self: TrainLoop, metric_name: str) -> contextlib.AbstractContextManager[None]:
+    """Record the seconds the block takes as `metric_name` (nothing if it raises)."""
+    return self._metrics.timeit(metric_name)
+
+
+def metric_collector(self: TrainLoop, metric_name: str
+                     ) -> contextlib.AbstractContextManager[StatisticsCollector]:
+    """Yield a :class:`StatisticsCollector`; its weighted mean is collected as
+    `metric_name` when the block ends (nothing if it raises or is empty)."""
+    return self._metrics.metric_collector(metric_name)
+
+
+def println(self: TrainLoop, message: str, with_tag: bool = False) -> None:
+    """Print `message`, after the ``[Epoch e/E, Step s/S, ETA t]`` tag if asked."""
+    self._metrics.println(message, with_tag)
+
+
+def collect_results(self: TrainLoop, results: Mapping[str, Any] | None = None,
+                    **kwargs: Any) -> None:
+    """Record final results (test metrics, after the epoch loop) and print them
+    as one line, ``Results: test acc: 0.97; ...``.
+
+    They are kept in :attr:`results` (a results store of an Experiment
+    records them too); values are checked as metrics and read at once.
+
+    Raises:
+        RuntimeError: The loop is not entered.
+        TypeError: A value is not numeric.
+    """
+    self._require_entered()
+    self._metrics.collect_results(results, kwargs)
+
+
+def notice(self: TrainLoop, message: str) -> None:
+    """Tell the user of something unexpected: a warning, and the same line
+    through `print_func` (so a ``logger.info`` log has it too)."""
+    self._metrics.notice(message)
+
+
+def print_logs(self: TrainLoop) -> None:
+    """Print the step (inside a step loop) or epoch statistics since the last
+    print, then clear them; `` (*)`` marks a new best validation metric.
+
+    The matching timer stops first.  ``METRIC_STATS_PRINTED`` and
+    ``TIME_METRIC_STATS_PRINTED`` then fire with ``{name: StatisticsCollector}``.
+    """
+    self._metrics.print_logs()
+
+
+def print_training_summary(self: TrainLoop) -> None:
+    """Print the table of `param_vars` (grouped by `var_groups`) and an empty line,
+    as one line of `print_func` (one record for ``logger.info``)."""
+    self._require_entered()
+    self._metrics.print_training_summary()
+
+
+def get_progress(self: TrainLoop) -> float | None:
+    """The fraction of training done, in ``[0, 1]``, or ``None`` if unknown
+    (see :meth:`LoopProgress.fraction_done`)."""
+    return self._metrics.progress()
+
+
+def get_eta(self: TrainLoop) -> float | None:
+    """The estimated seconds left, or ``None`` if unknown."""
+    return self._metrics.eta()
