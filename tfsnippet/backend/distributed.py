@@ -157,8 +157,10 @@ class DistributedBackend(Backend):
 
     @property
     def is_chief(self) -> bool:
-        """Whether this process is the chief: the one that writes checkpoints, logs, summaries."""
-        return self._reducer.worker_index == 0
+        """Whether this process is the chief: the one that writes checkpoints, logs,
+        summaries (the rule of :meth:`ClusterInfo.of_task
+        <tfsnippet.distributed.ClusterInfo.of_task>`)."""
+        return self._cluster.is_chief
 
     @property
     def num_workers(self) -> int:

@@ -143,21 +143,24 @@ class LoopDistribution:
     after it is left.  It
 
     * turns the data of :meth:`~tfsnippet.TrainLoop.iter_steps` into
-      per-replica batches (:meth:`distribute_data`);
-    * lets the metric book keep ``PerReplica``/``RemoteValue`` metrics
-      without a device sync, reduced across replicas at print time;
-    * silences the log lines of every worker but the chief (unless a
-      ``print_func`` other than the builtin ``print`` was given);
+      per-replica batches (:meth:`distribute_data`, through the backend);
     * under multi-worker training (``backend.num_workers > 1``) merges the
       printed statistics of all workers (one all-reduce per
-      ``print_logs``), averages a watched metric (the validation metric,
-      a loss guard's) across the workers when it is read, so early stopping,
-      reduce-on-plateau and loss guards decide alike everywhere, and holds a
-      **sync point** at the end of each epoch and whenever :attr:`sync_steps`
-      steps have run since the last one: one all-reduce that agrees on a
-      stop requested on any worker
-      (:meth:`~tfsnippet.TrainLoop.request_stop`), a preemption signal
-      received by any worker, and the chief's clock.
+      ``print_logs``, :meth:`reduce_printed`) and holds a **sync point** at
+      the end of each epoch and whenever :attr:`sync_steps` steps have run
+      since the last one: one all-reduce that agrees on every decision of
+      :attr:`decisions` (a stop requested on any worker,
+      :meth:`~tfsnippet.TrainLoop.request_stop`; a preemption signal
+      received by any worker; the chief's clock; those of components).
+
+    The loop hands the same backend to its other collaborators when it is
+    entered: the metric book keeps ``PerReplica``/``RemoteValue`` metrics
+    without a device sync (reduced across replicas at print time) and
+    averages a watched metric (the validation metric, a loss guard's)
+    across the workers, so early stopping, reduce-on-plateau and loss
+    guards decide alike everywhere; the console drops the lines of every
+    worker but the chief (unless a ``print_func`` other than the builtin
+    ``print`` was given).
 
     The sync point of an epoch rides on the all-reduce of the epoch's
     ``print_logs`` (one called outside the step loop), so an epoch that

@@ -64,8 +64,7 @@ class MetricBook:
         self._backend: Backend = LocalBackend()
         # the backend's normalize_metric, when it may keep values of its own
         self._normalize: Callable[[str, Any, str], Any] | None = None
-        if backend is not None:
-            self.use_backend(backend)
+        self.use_backend(backend or self._backend)
 
     @property
     def backend(self) -> Backend:
