@@ -129,7 +129,7 @@ class TrainLoop(DisposableContext):
         self._iter = LoopIteration(self, self._progress, clock, self._require_entered,
                                    check_limit('max_epoch', max_epoch),
                                    check_limit('max_step', max_step))
-        self._metrics = LoopMetrics(self, print_func,
+        self._metrics = LoopMetrics(self, self._iter, print_func,
                                     metric_formatter or DefaultMetricFormatter(), show_eta,
                                     clock, valid_metric_name or None, mode)
         self._iter.metrics = self._metrics

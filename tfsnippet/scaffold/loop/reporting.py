@@ -19,6 +19,7 @@ from ..summary_table import summarize_variables
 if TYPE_CHECKING:  # pragma: no cover
     from ...backend.base import Backend
     from .core import TrainLoop
+    from .iteration import LoopIteration
 
 __all__ = ['LoopMetrics', 'NOT_IN_LOOP']
 
@@ -40,15 +41,17 @@ class LoopMetrics:
 
     Args:
         loop: The loop it reports for.
+        flags: The loop's iteration (whether an epoch or a step loop is open).
         print_func, formatter, show_eta, clock: As the loop's arguments.
         valid_metric_name: The metric whose best value is tracked, or ``None``.
         valid_metric_mode: ``'min'``, ``'max'`` or ``'auto'``.
     """
 
-    def __init__(self, loop: TrainLoop, print_func: Callable[[str], Any],
+    def __init__(self, loop: TrainLoop, flags: LoopIteration, print_func: Callable[[str], Any],
                  formatter: MetricFormatter, show_eta: bool, clock: Callable[[], float],
                  valid_metric_name: str | None, valid_metric_mode: str):
         self._loop = loop
+        self._flags = flags   # whether an epoch or step loop is open, read on every collect
         self._clock = clock
         self.console = Console(print_func, formatter, show_eta, clock)
         self.book = MetricBook()
@@ -93,7 +96,7 @@ class LoopMetrics:
     def record_time(self, name: str, seconds: float) -> None:
         """Add a duration to the step or epoch statistics and announce it."""
         loop = self._loop
-        self.book.add_time(name, seconds, loop.within_step)
+        self.book.add_time(name, seconds, self._flags.within_step)
         if self._time_handlers:
             loop.events.fire(EventKeys.TIME_METRICS_COLLECTED, loop, {name: seconds})
 
@@ -122,12 +125,13 @@ class LoopMetrics:
             if not isinstance(metrics, Mapping):
                 raise TypeError(f'`metrics` should be a dict, got {metrics!r}')
             metrics = {**metrics, **kwargs}
-        loop = self._loop
-        if not loop.within_epoch:
+        flags = self._flags
+        if not flags.within_epoch:
             raise RuntimeError(f'{NOT_IN_LOOP}: `collect_metrics()` needs a loop')
         book = self.book
-        stored = book.collect(metrics, loop.within_step, reduce)
+        stored = book.collect(metrics, flags.within_step, reduce)
         if self._metrics_handlers:
+            loop = self._loop
             loop.events.fire(EventKeys.METRICS_COLLECTED, loop, stored)
         watchers = book.watchers
         if watchers:
