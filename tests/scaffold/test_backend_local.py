@@ -208,3 +208,28 @@ def test_preemption_without_strategy_goes_through_the_decisions(tmp_path):
     with spt.TrainLoop([v], max_epoch=2, checkpoint_dir=str(tmp_path),
                        print_func=lines.append) as loop:
         assert loop.step == 3 and float(v.numpy()) == 3.
+
+
+# ------------------------------------------------------------------ one chief rule
+@pytest.mark.parametrize('cluster, task, expected', [
+    ({'chief': ['a:1'], 'worker': ['b:1', 'c:1']}, ('chief', 0), (True, 3, 0)),
+    ({'chief': ['a:1'], 'worker': ['b:1', 'c:1']}, ('worker', 0), (False, 3, 1)),
+    ({'worker': ['b:1', 'c:1']}, ('worker', 0), (True, 2, 0)),
+    ({'worker': ['b:1', 'c:1']}, ('worker', 1), (False, 2, 1)),
+    ({'worker': ['b:1'], 'ps': ['p:1']}, ('ps', 0), (False, 1, None)),
+])
+def test_one_chief_rule_of_the_cluster_description(cluster, task, expected):
+    info = ClusterInfo.of_task(cluster, *task)
+    assert (info.is_chief, info.num_workers, info.worker_rank) == expected
+    # the environment reader applies the same rule
+    import json
+    from tfsnippet.distributed import cluster_info
+    env = {'TF_CONFIG': json.dumps({'cluster': cluster,
+                                    'task': {'type': task[0], 'index': task[1]}})}
+    assert cluster_info(env) == info
+
+
+def test_strategy_backend_of_one_process_is_alone():
+    backend = spt.backend.DistributedBackend(tf.distribute.OneDeviceStrategy('/cpu:0'))
+    assert backend.cluster == ClusterInfo.alone()
+    assert (backend.is_chief, backend.num_workers, backend.worker_index) == (True, 1, 0)
