@@ -14,12 +14,15 @@ import tensorflow as tf
 import tfsnippet as spt
 
 
-def test_no_strategy_means_no_backend():
-    with spt.TrainLoop(max_epoch=1, print_func=lambda line: None) as loop:
-        assert loop.backend is None and loop.distribution is None and loop.is_chief
+def test_no_strategy_means_the_local_backend():
+    loop = spt.TrainLoop(max_epoch=1, print_func=lambda line: None)
+    assert isinstance(loop.backend, spt.backend.LocalBackend)   # before entering, too
+    with loop:
+        assert isinstance(loop.backend, spt.backend.LocalBackend) and loop.is_chief
+        assert loop.backend.strategy is None and loop.distribution.backend is loop.backend
     # the default strategy is no strategy, given or in scope
     with spt.TrainLoop(max_epoch=1, strategy=tf.distribute.get_strategy()) as loop:
-        assert loop.backend is None and loop.is_chief
+        assert isinstance(loop.backend, spt.backend.LocalBackend) and loop.is_chief
 
 
 def test_one_device_strategy_from_scope():
@@ -27,7 +30,7 @@ def test_one_device_strategy_from_scope():
     with strategy.scope():
         v = tf.Variable(1.)
         loop = spt.TrainLoop([v], max_epoch=1, print_func=lambda line: None)
-    assert loop.backend is None   # chosen when the loop is entered
+    assert isinstance(loop.backend, spt.backend.LocalBackend)   # chosen when entered
     lines = []
     with loop:
         assert loop.backend.strategy is strategy and loop.is_chief
@@ -82,15 +85,18 @@ def test_per_replica_metric_without_strategy_says_what_to_do():
                 loop.collect_metrics(loss=values)
 
 
-class FakeTwoWorkerBackend:
-    """What LoopDistribution reads of a backend: worker 0 of 2, 2 replicas each; the
+class FakeTwoWorkerBackend(spt.backend.DistributedBackend):
+    """A strategy backend that says it is worker 0 of 2, 2 replicas each; the
     'all-reduce' of one process stands in for the sum over the workers."""
 
     def __init__(self, worker_index=0):
-        self.strategy = tf.distribute.OneDeviceStrategy('/cpu:0')
-        self.coordinator = None
-        self.num_workers, self.worker_index, self.num_replicas = 2, worker_index, 4
-        self.is_chief = worker_index == 0
+        super().__init__(tf.distribute.OneDeviceStrategy('/cpu:0'))
+        self._index = worker_index
+
+    num_workers = property(lambda self: 2)
+    worker_index = property(lambda self: self._index)
+    num_replicas = property(lambda self: 4)
+    is_chief = property(lambda self: self._index == 0)
 
     def normalize_metric(self, name, value, reduce='mean'):
         return value
@@ -107,7 +113,7 @@ class FakeTwoWorkerBackend:
 
 def distribution_of(loop, backend):
     from tfsnippet.scaffold.loop.distribution import LoopDistribution
-    return LoopDistribution(loop, backend)
+    return LoopDistribution(loop, backend, loop.clock, loop._iter.stop)
 
 
 def test_multi_worker_data_is_sharded_or_refused():

@@ -2,286 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
+from ..dataflows import ArrayFlow, DataFlow, ShardedFlow, replica_slice, split_batch
+from ..distributed.cluster import ClusterInfo
 from ..utils.statistics import StatisticsCollector
 from ..tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
 from ..utils.validation import short_repr
+from .base import Backend
+from .local import LocalBackend
 from .reduction import CrossWorkerReducer
+from .values import (PendingValue, RemoteMetricValue, ReplicaValue, check_replica_parts,
+                     is_distributed_value, per_replica_error, to_host_values)
 
-__all__ = ['DistributedBackend', 'backend_for', 'PendingValue', 'ReplicaValue',
-           'RemoteMetricValue', 'is_distributed_value', 'per_replica_error', 'to_host_values',
-           'replica_slice']
+__all__ = ['DistributedBackend', 'backend_for', 'resolve_backend', 'PendingValue',
+           'ReplicaValue', 'RemoteMetricValue', 'is_distributed_value', 'per_replica_error',
+           'to_host_values', 'replica_slice']
 
 _REDUCE_MODES = ('mean', 'sum')
 _SHOWN_NAMES = 5   # variables named in an error message, at most
-
-
-# --------------------------------------------------------------- kept values
-class PendingValue:
-    """A metric value kept as it was produced, copied to the host only when reduced.
-
-    :meth:`DistributedBackend.to_host_values` reduces many of them in one go;
-    ``np.asarray(value)`` reduces one (a device sync or a remote fetch each
-    time: for the few values that are read at once).
-    """
-
-    __slots__ = ()
-
-    def host_value(self) -> np.ndarray:
-        """The reduced value, as a float64 array (waits for the device or the worker)."""
-        raise NotImplementedError()
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        value = self.host_value()
-        return value if dtype is None else value.astype(dtype)
-
-
-class ReplicaValue(PendingValue):
-    """One metric value per local replica (a ``PerReplica`` result of ``strategy.run``).
-
-    Args:
-        parts: The replicas' eager tensors (or arrays), all of one shape.
-        mean: Average the parts (else sum them).
-        factor: Multiplies the reduced value (see
-            :meth:`DistributedBackend.normalize_metric`).
-    """
-
-    __slots__ = ('parts', 'mean', 'factor')
-
-    def __init__(self, parts: tuple[Any, ...], mean: bool, factor: float = 1.):
-        self.parts = parts
-        self.mean = mean
-        self.factor = factor
-
-    def host_value(self) -> np.ndarray:
-        arrays = [np.asarray(p.numpy() if isinstance(p, tf.Tensor) else p, dtype=np.float64)
-                  for p in self.parts]
-        total = np.sum(arrays, axis=0)
-        return np.asarray(total * (self.factor / len(arrays) if self.mean else self.factor))
-
-    def __repr__(self) -> str:
-        mode = 'mean' if self.mean else 'sum'
-        return (f'ReplicaValue({mode} of {len(self.parts)} replicas, '
-                f'parts={[short_repr(p) for p in self.parts]})')
-
-
-class RemoteMetricValue(PendingValue):
-    """A metric value that a worker of a parameter-server job is computing.
-
-    Args:
-        remote: The ``RemoteValue`` returned by ``coordinator.schedule``.
-        coordinator: The ``ClusterCoordinator`` that scheduled it.
-        mean: Average over the replicas of the worker, if it returns one
-            value per replica (else sum them).
-    """
-
-    __slots__ = ('remote', 'coordinator', 'mean')
-
-    def __init__(self, remote: Any, coordinator: Any, mean: bool):
-        self.remote = remote
-        self.coordinator = coordinator
-        self.mean = mean
-
-    def host_value(self) -> np.ndarray:
-        return _reduce_fetched(self.coordinator.fetch(self.remote), self.mean)
-
-    def __repr__(self) -> str:
-        return f'RemoteMetricValue({"mean" if self.mean else "sum"}, {self.remote!r})'
-
-
-def _reduce_fetched(result: Any, mean: bool) -> np.ndarray:
-    if isinstance(result, tf.distribute.DistributedValues):
-        arrays = [np.asarray(v, dtype=np.float64) for v in result.values]
-        total = np.sum(arrays, axis=0)
-        return np.asarray(total / len(arrays) if mean else total)
-    return np.asarray(result, dtype=np.float64)
-
-
-def to_host_values(values: Sequence[Any]) -> np.ndarray:
-    """Reduce kept values to host numbers in one go: one flat float64 array.
-
-    Every element of every reduced value is one entry, in order (a
-    scalar metric gives one entry per value).  :class:`ReplicaValue`\\ s
-    of one shape and devices are stacked on each device and copied to
-    the host once per device, :class:`RemoteMetricValue`\\ s are fetched
-    with one ``coordinator.fetch``, numbers and arrays are taken as they
-    are and eager tensors are copied one by one.
-
-    Raises:
-        TypeError: An entry is not numeric.
-    """
-    results: list[np.ndarray | None] = [None] * len(values)
-    groups: dict[tuple[Any, ...], list[int]] = {}
-    remote: list[int] = []
-    for i, v in enumerate(values):
-        if type(v) is ReplicaValue:
-            parts = v.parts
-            if all(isinstance(p, tf.Tensor) for p in parts):
-                key = tuple((p.device, p.dtype, tuple(p.shape)) for p in parts)
-                groups.setdefault(key, []).append(i)
-            else:
-                results[i] = v.host_value()
-        elif type(v) is RemoteMetricValue:
-            remote.append(i)
-        elif isinstance(v, tf.Tensor):
-            results[i] = np.asarray(v.numpy(), dtype=np.float64)
-        else:
-            try:
-                results[i] = np.asarray(v, dtype=np.float64)
-            except (TypeError, ValueError) as e:
-                raise TypeError(f'`values[{i}]` is not numeric: {short_repr(v)}') from e
-    for key, indices in groups.items():
-        replicas = []
-        for r, (device, _, _) in enumerate(key):
-            with tf.device(device):
-                stacked = tf.stack([values[i].parts[r] for i in indices])
-            replicas.append(np.asarray(stacked.numpy(), dtype=np.float64))
-        sums = np.sum(replicas, axis=0)
-        for j, i in enumerate(indices):
-            v = values[i]
-            results[i] = sums[j] * (v.factor / len(key) if v.mean else v.factor)
-    if remote:
-        by_coordinator: dict[int, list[int]] = {}
-        for i in remote:
-            by_coordinator.setdefault(id(values[i].coordinator), []).append(i)
-        for indices in by_coordinator.values():
-            fetched = values[indices[0]].coordinator.fetch([values[i].remote for i in indices])
-            for i, result in zip(indices, fetched):
-                results[i] = _reduce_fetched(result, values[i].mean)
-    if not results:
-        return np.zeros([0], dtype=np.float64)
-    return np.concatenate([np.ravel(r) for r in results if r is not None])
-
-
-def is_distributed_value(value: Any) -> bool:
-    """Whether `value` is a ``DistributedValues`` (e.g. ``PerReplica``) or a ``RemoteValue``."""
-    return isinstance(value, (tf.distribute.DistributedValues,
-                              tf.distribute.experimental.coordinator.RemoteValue))
-
-
-def per_replica_error(name: str, value: Any, in_loop: bool = False) -> TypeError:
-    """The error for a per-replica (or remote) value found where one number is expected.
-
-    `in_loop`: `value` was collected as a metric by a loop that knows no
-    strategy (the advice is then to give it one).  Returns the error, to be
-    raised by the caller (``raise per_replica_error(...)``).
-    """
-    remote = isinstance(value, tf.distribute.experimental.coordinator.RemoteValue)
-    if remote:
-        what = 'a RemoteValue (the result of `coordinator.schedule`)'
-        fix = 'fetch it yourself with `coordinator.fetch(value)`'
-        loop_fix = ('pass `strategy=` and `coordinator=` to the TrainLoop, which fetches it '
-                    'when the logs are printed')
-    else:
-        parts = tuple(getattr(value, 'values', ()))
-        shown = short_repr(parts[0]) if parts else short_repr(value)
-        what = f'a per-replica value ({type(value).__name__} of {len(parts)} replicas, ' \
-               f'each like {shown})'
-        fix = ('reduce it yourself with `strategy.reduce(tf.distribute.ReduceOp.MEAN, value, '
-               'axis=None)`')
-        loop_fix = ('pass `strategy=` to the TrainLoop (or enter `strategy.scope()` before the '
-                    'loop), which reduces it across replicas when the logs are printed')
-    if in_loop:
-        return TypeError(f'Metric `{name}` is {what}, but the loop has no tf.distribute '
-                         f'strategy: {loop_fix}, or {fix}')
-    return TypeError(f'`{name}` is {what}, where a number is expected: collect it with '
-                     f'`loop.collect_metrics()`, which '
-                     f'{"fetches it" if remote else "reduces it across replicas"} when the '
-                     f'logs are printed, or {fix}')
-
-
-def _check_parts(name: str, parts: tuple[Any, ...]) -> None:
-    """Check that the replicas' values of metric `name` are numeric, eager and of one shape."""
-    shape = None
-    for part in parts:
-        if isinstance(part, tf.Tensor):
-            if not hasattr(part, 'numpy'):
-                if not tf.executing_eagerly() and not tf.inside_function():   # TF1 graph
-                    raise TypeError(
-                        f'Metric `{name}` is a per-replica value of graph tensors '
-                        f'{short_repr(part)}: in graph mode collect numbers, the result of '
-                        f'`session.run(strategy.reduce(tf.distribute.ReduceOp.MEAN, value, '
-                        f'axis=None))`')
-                raise TypeError(
-                    f'Metric `{name}` is a per-replica value of symbolic tensors '
-                    f'{short_repr(part)}: return it from the `tf.function` and collect the '
-                    f'result outside')
-            dtype = part.dtype
-            if not (dtype.is_floating or dtype.is_integer or dtype.is_bool):
-                raise TypeError(f'Metric `{name}` must be numeric, got a per-replica value '
-                                f'of {dtype.name}: {short_repr(part)}')
-            part_shape = tuple(part.shape)
-        else:
-            if isinstance(part, (str, bytes)) or np.asarray(part).dtype.kind not in 'biuf':
-                raise TypeError(f'Metric `{name}` must be numeric, got {short_repr(part)}')
-            part_shape = np.shape(part)
-        if shape is None:
-            shape = part_shape
-        elif part_shape != shape:
-            raise ValueError(
-                f'Metric `{name}` has values of different shapes on the replicas: '
-                f'{[short_repr(p) for p in parts]}; return values of one shape from every '
-                f'replica')
-
-
-def replica_slice(*tensors: Any) -> Any:
-    """This replica's share of global-batch tensors, inside ``strategy.run``.
-
-    In graph mode (TF1 style) the global batch is fed to placeholders and
-    ``strategy.run(fn, args=(x, y))`` hands the whole of it to every
-    replica; ``x, y = replica_slice(x, y)`` in `fn` gives replica ``i`` of
-    ``n`` the rows ``[i * b // n, (i + 1) * b // n)`` of a batch of ``b``
-    rows (consecutive slices, as even as `b` allows), so the replicas
-    together see each row once.  Scale a summed loss by the global batch
-    size (``tf.shape(x)[0]`` before slicing), and the summed gradients are
-    those of the whole batch.  Works in an eager ``tf.function`` too, for a
-    tensor every replica got whole.
-
-    Args:
-        tensors: Tensors of one length along their first axis.
-
-    Returns:
-        The share of the one tensor, or a tuple of shares of several.
-
-    Raises:
-        RuntimeError: Not called in a replica context (inside ``strategy.run``).
-        TypeError: No tensor given.
-
-    Example:
-        >>> import tensorflow as tf
-        >>> from tfsnippet.backend import replica_slice
-        >>> strategy = tf.distribute.OneDeviceStrategy('/cpu:0')
-        >>> strategy.run(lambda x: tf.reduce_sum(replica_slice(x)),
-        ...              args=(tf.constant([1., 2., 3.]),)).numpy()
-        np.float32(6.0)
-    """
-    if not tensors:
-        raise TypeError('`replica_slice()` needs at least one tensor, got none')
-    ctx = tf.distribute.get_replica_context()
-    if ctx is None:
-        raise RuntimeError(
-            '`replica_slice()` must be called inside the replica function of '
-            '`strategy.run(fn, args=...)`, where each replica takes its share; it was called '
-            'in a cross-replica context (`strategy.scope()` outside `strategy.run`)')
-    count = ctx.num_replicas_in_sync
-    index = ctx.replica_id_in_sync_group
-    out = []
-    for t in tensors:
-        t = tf.convert_to_tensor(t)
-        if count == 1:
-            out.append(t)
-            continue
-        rows = tf.shape(t, out_type=tf.int64)[0]
-        index64 = tf.cast(index, tf.int64)
-        start = index64 * rows // count
-        end = (index64 + 1) * rows // count
-        out.append(t[start:end])
-    return out[0] if len(out) == 1 else tuple(out)
 
 
 # -------------------------------------------------------------- the backend
@@ -302,26 +45,23 @@ def _is_default_strategy(strategy: Any) -> bool:
         return not tf.distribute.has_strategy()
 
 
-def _cluster_position(strategy: Any) -> tuple[int, int]:
-    """``(num_workers, worker_index)`` of this process among the chief and workers."""
+def _cluster_of(strategy: Any) -> ClusterInfo:
+    """This process's place among the chief and workers of `strategy`'s cluster."""
     resolver = getattr(strategy, 'cluster_resolver', None)
     if resolver is None:
-        return 1, 0
+        return ClusterInfo.alone()
     cluster = resolver.cluster_spec().as_dict()
-    chiefs, workers = cluster.get('chief', []), cluster.get('worker', [])
-    num_workers = len(chiefs) + len(workers)
     task_type, task_id = resolver.task_type, resolver.task_id
-    if num_workers <= 1 or task_type is None:
-        return 1, 0
-    if task_type == 'chief':
-        return num_workers, 0
-    if task_type == 'worker':
-        return num_workers, len(chiefs) + int(task_id)
-    raise ValueError(f'`strategy` runs in a task of type {task_type!r}: a training loop '
-                     f'runs only in a chief or worker task')
+    if task_type is None or len(cluster.get('chief', [])) + len(cluster.get('worker', [])) <= 1:
+        return ClusterInfo.alone()
+    info = ClusterInfo.of_task(cluster, task_type, int(task_id or 0))
+    if info.worker_rank is None:
+        raise ValueError(f'`strategy` runs in a task of type {task_type!r}: a training loop '
+                         f'runs only in a chief or worker task')
+    return info
 
 
-class DistributedBackend:
+class DistributedBackend(Backend):
     """What a training loop needs from a ``tf.distribute`` strategy, decided once.
 
     It answers who this process is (:attr:`is_chief`, :attr:`worker_index`),
@@ -389,16 +129,22 @@ class DistributedBackend:
         self._strategy = strategy
         self._coordinator = coordinator
         self._is_default = _is_default_strategy(strategy)
-        if is_ps or self._is_default:
-            num_workers, worker_index = 1, 0
-        else:
-            num_workers, worker_index = _cluster_position(strategy)
+        self._cluster = (ClusterInfo.alone() if is_ps or self._is_default
+                         else _cluster_of(strategy))
+        num_workers = self._cluster.num_workers
+        worker_index = self._cluster.worker_rank or 0
         self._devices: tuple[str, ...] = (
             () if self._is_default else tuple(strategy.extended.worker_devices))
         self._reducer = CrossWorkerReducer(self._all_reduce_sum, num_workers, worker_index)
         self._sum_factor = float(num_workers)
 
     # ------------------------------------------------------------ roles
+    @property
+    def cluster(self) -> ClusterInfo:
+        """This process's place among the chief and workers of the strategy
+        (alone for one process, and on the coordinator of a ``ParameterServerStrategy``)."""
+        return self._cluster
+
     @property
     def strategy(self) -> Any:
         """The ``tf.distribute.Strategy``."""
@@ -411,8 +157,10 @@ class DistributedBackend:
 
     @property
     def is_chief(self) -> bool:
-        """Whether this process is the chief: the one that writes checkpoints, logs, summaries."""
-        return self._reducer.worker_index == 0
+        """Whether this process is the chief: the one that writes checkpoints, logs,
+        summaries (the rule of :meth:`ClusterInfo.of_task
+        <tfsnippet.distributed.ClusterInfo.of_task>`)."""
+        return self._cluster.is_chief
 
     @property
     def num_workers(self) -> int:
@@ -438,6 +186,12 @@ class DistributedBackend:
     def collectives(self) -> int:
         """Number of cross-worker all-reduces issued so far (0 on one worker)."""
         return self._reducer.collectives
+
+    @property
+    def holds_replica_values(self) -> bool:
+        """``True``: per-replica and remote values are kept as they are (see
+        :meth:`normalize_metric`)."""
+        return True
 
     # ------------------------------------------------------------ metrics
     def normalize_metric(self, name: str, value: Any, reduce: str = 'mean') -> Any:
@@ -477,7 +231,7 @@ class DistributedBackend:
             if isinstance(value, tf.Variable):
                 return value.read_value()
             parts = tuple(value.values)
-            _check_parts(name, parts)
+            check_replica_parts(name, parts)
             mean = reduce == 'mean'
             return ReplicaValue(parts, mean, 1. if mean else self._sum_factor)
         if isinstance(value, tf.distribute.experimental.coordinator.RemoteValue):
@@ -490,7 +244,7 @@ class DistributedBackend:
         if reduce == 'sum' and self._sum_factor != 1.:
             if is_variable(value):
                 value = as_tf_variable(value).read_value()
-            _check_parts(name, (value,))
+            check_replica_parts(name, (value,))
             return ReplicaValue((value,), False, self._sum_factor)
         return value
 
@@ -508,6 +262,12 @@ class DistributedBackend:
         return local if self.num_workers == 1 else self._reducer.all_reduce_sum(local)
 
     per_replica_error = staticmethod(per_replica_error)
+
+    def join(self) -> None:
+        """Under a ``ParameterServerStrategy``, wait for the steps scheduled so
+        far (``coordinator.join()``); nothing otherwise."""
+        if self._coordinator is not None:
+            self._coordinator.join()
 
     # ------------------------------------------------------- cross-worker
     def _all_reduce_sum(self, array: np.ndarray) -> np.ndarray:
@@ -639,6 +399,12 @@ class DistributedBackend:
             raise TypeError(f'`optimizer` must be a Keras optimizer, got {short_repr(optimizer)}')
         found = normalize_variables(variables, 'variables')
         items = list(found.values()) if isinstance(found, dict) else found
+        if not optimizer.built and not items:
+            raise ValueError(
+                'A Keras optimizer among `checkpoint_save_objects` is not built, and the '
+                'loop has no `param_vars` to build it for: build it inside '
+                '`strategy.scope()` before entering the loop '
+                '(`optimizer.build(model.trainable_variables)`)')
         self.check_variables_in_scope(items, 'variables')
         if not self._is_default:
             own = [v for v in optimizer.variables if is_variable(v)]
@@ -659,6 +425,82 @@ class DistributedBackend:
             with self._strategy.scope():
                 optimizer.build(items)
         return optimizer
+
+    # ------------------------------------------------------- data
+    def distribute_data(self, data: Any, seed_of: Callable[[Any], int]) -> Any:
+        """The per-replica form of `data` for ``strategy.run``.
+
+        * A :class:`~tfsnippet.dataflows.ArrayFlow` is sharded among the
+          workers (:class:`~tfsnippet.dataflows.ShardedFlow`: its batch size
+          is the global batch, the remainder of an epoch is dropped) and each
+          worker's batch split among its replicas
+          (:func:`~tfsnippet.dataflows.split_batch`); a shuffled one takes
+          its seed from `seed_of(flow)`.  Another DataFlow is split only:
+          under multi-worker training it must be made from a ``ShardedFlow``.
+        * A ``tf.data.Dataset`` goes through
+          ``strategy.experimental_distribute_dataset`` (its batch size is the
+          global batch); a distributed dataset and any other iterable pass
+          unchanged.
+        * Under a ``ParameterServerStrategy``, and in graph mode (feed the
+          global batch to a placeholder; ``strategy.run`` hands it whole to
+          every replica, each takes its share with
+          :func:`~tfsnippet.backend.replica_slice`), everything passes
+          unchanged.
+
+        Raises:
+            ValueError: The flow is too small to give every worker a batch,
+                or its batch does not divide among the replicas.
+            TypeError: A DataFlow that cannot be sharded, under multi-worker training.
+        """
+        if self.coordinator is not None or not isinstance(data, (DataFlow, tf.data.Dataset)) \
+                or not tf.executing_eagerly():
+            return data
+        if isinstance(data, tf.data.Dataset):
+            return self.strategy.experimental_distribute_dataset(data)
+        return self._distribute_flow(data, seed_of)
+
+    def _distribute_flow(self, flow: DataFlow, seed_of: Callable[[Any], int]) -> DataFlow:
+        workers, replicas = self.num_workers, self.num_replicas
+        if isinstance(flow, ArrayFlow):
+            size, length = flow.batch_size, flow.data_length
+            if size % replicas:
+                raise ValueError(
+                    f'The DataFlow given to `iter_steps()` has batches of {size} rows, which '
+                    f'do not divide among the {replicas} replicas of the strategy '
+                    f'({workers} worker(s)): use a global batch size that is a multiple of '
+                    f'{replicas}')
+            if length < size:
+                raise ValueError(
+                    f'The DataFlow given to `iter_steps()` has {length} rows, less than one '
+                    f'global batch of {size} rows ({size // workers} for each of {workers} '
+                    f'worker(s), {size // replicas} for each of {replicas} replicas): every '
+                    f'worker needs a batch each epoch; use more data or a smaller batch size')
+            flow = ShardedFlow(flow, workers, self.worker_index,
+                               seed=seed_of(flow) if flow.is_shuffled else None)
+        elif workers > 1 and not _is_sharded(flow):
+            raise TypeError(
+                f'The DataFlow given to `iter_steps()` ({short_repr(flow)}) cannot be sharded '
+                f'among the {workers} workers: give an ArrayFlow (`DataFlow.arrays(...)`), '
+                f'or shard one yourself (`spt.dataflows.shard_flow(flow, '
+                f'loop.backend.num_workers, loop.backend.worker_index, seed=...)`) and map or '
+                f'thread the sharded flow')
+        strategy = self.strategy
+
+        def split(*arrays: Any) -> tuple[Any, ...]:
+            return split_batch(strategy, arrays)
+
+        return flow.map(split)
+
+
+def _is_sharded(flow: Any) -> bool:
+    """Whether `flow` is a ShardedFlow, or made from one by ``map``/``threaded``."""
+    for _ in range(64):
+        if isinstance(flow, ShardedFlow):
+            return True
+        flow = getattr(flow, 'source', None)
+        if not isinstance(flow, DataFlow):
+            return False
+    return False
 
 
 def _outside_scope_text(outside: list[Any], total: int, backend: DistributedBackend) -> str:
@@ -699,3 +541,14 @@ def backend_for(strategy: Any = None, coordinator: Any = None) -> DistributedBac
                              '`strategy` is the default strategy')
         return None
     return DistributedBackend(strategy, coordinator)
+
+
+def resolve_backend(strategy: Any = None, coordinator: Any = None) -> Backend:
+    """The backend of a loop: that of `strategy` (see :func:`backend_for`), or a
+    :class:`~tfsnippet.backend.LocalBackend` when there is nothing to distribute.
+
+    Raises:
+        TypeError, ValueError: As :func:`backend_for`.
+    """
+    backend = backend_for(strategy, coordinator)
+    return LocalBackend() if backend is None else backend

@@ -12,7 +12,7 @@ from ..utils.validation import check_positive_int, short_repr
 from .array_flow import ArrayFlow, check_position
 from .base import ExtraInfoDataFlow
 
-__all__ = ['ShardedFlow', 'shard_flow', 'split_batch']
+__all__ = ['ShardedFlow', 'shard_flow', 'split_batch', 'replica_slice']
 
 
 class ShardedFlow(ExtraInfoDataFlow):
@@ -318,3 +318,60 @@ def split_batch(strategy: Any, batch: Sequence[np.ndarray]) -> tuple[Any, ...]:
 
     values = strategy.experimental_distribute_values_from_function(value_fn)
     return tuple(values)
+
+
+def replica_slice(*tensors: Any) -> Any:
+    """This replica's share of global-batch tensors, inside ``strategy.run``.
+
+    In graph mode (TF1 style) the global batch is fed to placeholders and
+    ``strategy.run(fn, args=(x, y))`` hands the whole of it to every
+    replica; ``x, y = replica_slice(x, y)`` in `fn` gives replica ``i`` of
+    ``n`` the rows ``[i * b // n, (i + 1) * b // n)`` of a batch of ``b``
+    rows (consecutive slices, as even as `b` allows), so the replicas
+    together see each row once.  Scale a summed loss by the global batch
+    size (``tf.shape(x)[0]`` before slicing), and the summed gradients are
+    those of the whole batch.  Works in an eager ``tf.function`` too, for a
+    tensor every replica got whole.
+
+    Args:
+        tensors: Tensors of one length along their first axis.
+
+    Returns:
+        The share of the one tensor, or a tuple of shares of several.
+
+    Raises:
+        RuntimeError: Not called in a replica context (inside ``strategy.run``).
+        TypeError: No tensor given.
+
+    Example:
+        >>> import tensorflow as tf
+        >>> from tfsnippet.dataflows import replica_slice
+        >>> strategy = tf.distribute.OneDeviceStrategy('/cpu:0')
+        >>> strategy.run(lambda x: tf.reduce_sum(replica_slice(x)),
+        ...              args=(tf.constant([1., 2., 3.]),)).numpy()
+        np.float32(6.0)
+    """
+    import tensorflow as tf
+
+    if not tensors:
+        raise TypeError('`replica_slice()` needs at least one tensor, got none')
+    ctx = tf.distribute.get_replica_context()
+    if ctx is None:
+        raise RuntimeError(
+            '`replica_slice()` must be called inside the replica function of '
+            '`strategy.run(fn, args=...)`, where each replica takes its share; it was called '
+            'in a cross-replica context (`strategy.scope()` outside `strategy.run`)')
+    count = ctx.num_replicas_in_sync
+    index = ctx.replica_id_in_sync_group
+    out = []
+    for t in tensors:
+        t = tf.convert_to_tensor(t)
+        if count == 1:
+            out.append(t)
+            continue
+        rows = tf.shape(t, out_type=tf.int64)[0]
+        index64 = tf.cast(index, tf.int64)
+        start = index64 * rows // count
+        end = (index64 + 1) * rows // count
+        out.append(t[start:end])
+    return out[0] if len(out) == 1 else tuple(out)

@@ -83,6 +83,41 @@ class ClusterInfo:
             return len(self.cluster.get('chief', ())) + self.task_index
         return None
 
+    @classmethod
+    def alone(cls) -> ClusterInfo:
+        """The description of a process that runs alone: the chief, and the only worker."""
+        return _LOCAL
+
+    @classmethod
+    def of_task(cls, cluster: Mapping[str, Sequence[str]], task_type: str, task_index: int,
+                source: Source = 'tf_config') -> ClusterInfo:
+        """Describe task `task_type`/`task_index` of `cluster`: the one chief rule.
+
+        The chief is the ``'chief'`` task if the cluster has one, else
+        worker 0; ``num_workers`` counts the chief and worker tasks.  Every
+        part of the package that asks who is chief (the launcher, the
+        experiment, the training loop's backends) asks this.
+
+        Args:
+            cluster: Task type to the addresses of its tasks.
+            task_type: This task's type.
+            task_index: This task's index among the tasks of its type.
+            source: Where the description came from.
+
+        Example:
+            >>> info = ClusterInfo.of_task({'chief': ['a:1'], 'worker': ['b:1']}, 'worker', 0)
+            >>> info.is_chief, info.num_workers, info.worker_rank
+            (False, 2, 1)
+        """
+        if 'chief' in cluster:
+            is_chief = task_type == 'chief'
+        else:
+            is_chief = task_type == 'worker' and task_index == 0
+        return cls(task_type=task_type, task_index=task_index,
+                   num_workers=len(cluster.get('chief', ())) + len(cluster.get('worker', ())),
+                   num_ps=len(cluster.get('ps', ())), is_chief=is_chief,
+                   cluster={k: list(v) for k, v in cluster.items()}, source=source)
+
     def cluster_spec(self) -> dict[str, list[str]]:
         """Return a plain copy of :attr:`cluster`, e.g. for ``tf.train.ClusterSpec``."""
         return {k: list(v) for k, v in self.cluster.items()}
@@ -168,16 +203,6 @@ def cluster_info(environ: Mapping[str, str] | None = None, *,
     return _LOCAL
 
 
-def _finish(task_type: str, task_index: int, cluster: dict[str, list[str]],
-            source: Source) -> ClusterInfo:
-    if 'chief' in cluster:
-        is_chief = task_type == 'chief'
-    else:
-        is_chief = task_type == 'worker' and task_index == 0
-    return ClusterInfo(
-        task_type=task_type, task_index=task_index,
-        num_workers=len(cluster.get('chief', ())) + len(cluster.get('worker', ())),
-        num_ps=len(cluster.get('ps', ())), is_chief=is_chief, cluster=cluster, source=source)
 
 
 # ------------------------------------------------------------------ TF_CONFIG
@@ -220,7 +245,7 @@ def _from_tf_config(raw: str) -> ClusterInfo | None:
         raise ValueError(
             f"`TF_CONFIG['task']['type']` is {task_type!r} but `TF_CONFIG['cluster']` "
             f'has no {task_type!r} tasks (it has {", ".join(map(repr, cluster))})')
-    return _finish(task_type, task_index, cluster, 'tf_config')
+    return ClusterInfo.of_task(cluster, task_type, task_index, 'tf_config')
 
 
 def _check_cluster(cluster: Any) -> dict[str, list[str]]:
@@ -329,7 +354,7 @@ def _from_slurm(env: Mapping[str, str], port_base: int) -> ClusterInfo:
             f'`SLURM_PROCID` {procid} belongs on node {expected_node!r} when tasks fill the '
             f'nodes in order, but `SLURMD_NODENAME` is {own_node!r}; '
             f'run `srun --distribution=block`')
-    return _finish('worker', procid, {'worker': addresses}, 'slurm')
+    return ClusterInfo.of_task({'worker': addresses}, 'worker', procid, 'slurm')
 
 
 def expand_hostlist(hostlist: str) -> list[str]:

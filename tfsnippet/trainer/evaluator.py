@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from ..backend.distributed import is_distributed_value
+from ..backend.values import is_distributed_value
 
 from ..scaffold.event_keys import EventKeys
 from ..utils.events import EventSource
@@ -174,7 +174,7 @@ class Evaluator:
                 if len(items) != len(weights):
                     raise ValueError(f'Metric {name!r} was not returned for every batch')
                 backend = self._loop.backend
-                if backend is not None and any(is_distributed_value(v) for v in items):
+                if any(is_distributed_value(v) for v in items):
                     # per-replica (or remote) values: reduced across replicas, one host copy
                     items = list(backend.to_host_values(
                         [backend.normalize_metric(name, v) for v in items]))

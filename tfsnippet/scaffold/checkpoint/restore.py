@@ -83,10 +83,9 @@ def restore_loop(loop: Any) -> str | None:
 
 
 def _agree(loop: Any, step: int | None, source: Any) -> None:
-    """Every worker must go on from the chief's checkpoint (two all-reduces)."""
+    """Every worker must go on from the chief's checkpoint (two all-reduces under
+    multi-worker training; nothing to agree on with one worker)."""
     backend = loop.backend
-    if backend is None or backend.num_workers <= 1:
-        return
     mine = -1. if step is None else float(step)
     chief = backend.broadcast_from_chief(mine)
     if backend.agree_any(chief != mine):

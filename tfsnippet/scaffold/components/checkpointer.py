@@ -294,10 +294,8 @@ class Checkpointer(LoopComponent):
         """
         if self._saver is None:
             raise RuntimeError('The loop of this Checkpointer is not entered')
-        backend = loop.backend
         try:
-            if backend is not None and backend.coordinator is not None:
-                backend.barrier()   # the scheduled steps are done: the variables are settled
+            loop.backend.join()   # the scheduled steps are done: the variables are settled
             if best is None:   # saved again at a step pinned: still among the best
                 best = next((p for p in self._pins if p.get('step') == loop.step), None)
             if loop.is_chief:

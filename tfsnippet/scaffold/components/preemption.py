@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...utils.status import PREEMPTED_EXIT_CODE
-from ..event_keys import EventKeys
 from .base import LoopComponent
 
 __all__ = ['Preemption', 'TrainingPreempted', 'PREEMPTED_EXIT_CODE', 'check_signal']
@@ -74,6 +73,9 @@ class Preemption(LoopComponent):
         checkpointer.use_preemption(self)
         self._saver_of_loop = checkpointer
         self._preempted_by = None
+        # a signal on any worker is agreed on by all of them (at once with one worker)
+        loop.decisions.register('preempt', read=lambda: self._preempted_by is not None,
+                                apply=lambda agreed: self._on_preempt_agreed(loop, agreed))
         if threading.current_thread() is threading.main_thread():
             for sig in self._signals:
                 self._previous_handlers[sig] = signal.signal(
@@ -81,16 +83,14 @@ class Preemption(LoopComponent):
 
     def _on_signal(self, loop: Any, signum: int) -> None:
         # runs in the main thread between two bytecodes: only note it; the save
-        # waits for the next step or epoch boundary
+        # waits for the next step or epoch boundary (or sync point)
         if self._preempted_by is None:
             self._preempted_by = signal.Signals(signum).name
-            backend = loop.backend
-            if backend is None or backend.num_workers == 1:   # else agreed at a sync point
-                self.subscribe(loop, EventKeys.AFTER_STEP, self._preempt)
-                self.subscribe(loop, EventKeys.AFTER_EPOCH, self._preempt)
+            loop.decisions.request()
 
-    def _preempt(self, loop: Any) -> None:
-        self.preempt(loop, self._preempted_by or 'a signal')
+    def _on_preempt_agreed(self, loop: Any, agreed: float) -> None:
+        if agreed:
+            self.preempt(loop, self._preempted_by or 'a signal to another worker')
 
     def preempt(self, loop: Any, signal_name: str) -> None:
         """Save a checkpoint now, say so and raise :class:`TrainingPreempted`."""

@@ -8,7 +8,7 @@ from typing import Any
 
 from tensorboard.compat.proto import summary_pb2
 
-from ...backend.distributed import ReplicaValue, to_host_values
+from ...backend.values import ReplicaValue, to_host_values
 from ...utils.events import Every
 from ...utils.files import check_writable_dir
 from ...tfops.tf_vars import variable_name
@@ -208,9 +208,8 @@ class SummaryLogger(LoopComponent, MetricSink):
         self._commits.reset()
         stream = self._stream
         if stream is None:
-            backend = loop.backend
-            stream = self._stream = ('logs' if backend is not None and backend.num_workers > 1
-                                     else 'values')
+            # per-print means, merged across workers, under multi-worker training
+            stream = self._stream = 'logs' if loop.backend.num_workers > 1 else 'values'
         if stream == 'values':
             self.subscribe(loop, EventKeys.METRICS_COLLECTED, self._on_metrics)
             self.subscribe(loop, EventKeys.TIME_METRICS_COLLECTED, self._on_metrics)

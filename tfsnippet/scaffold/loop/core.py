@@ -1,35 +1,35 @@
-"""The training loop's core: counters, events, metrics and the component registry."""
+"""The training loop: counters, generators and events, composed of its collaborators."""
 
 from __future__ import annotations
 
-import itertools
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ...dataflows import DataFlow
+from ...backend.base import Backend
+from ...backend.decisions import Decisions
+from ...backend.local import LocalBackend
 from ...utils.concepts import DisposableContext
 from ...utils.events import EventSource
-from ...utils.misc import warn_user
 from ...tfops.tf_vars import normalize_variables
 from ..components.base import LoopComponent
 from ..checkpoint.restore import restore_loop
 from ..event_keys import LOOP_EVENT_KEYS, EventKeys
 from ..metrics.book import MetricBook
 from ..metrics.console import Console, DefaultMetricFormatter, MetricFormatter
-from ..metrics.monitor import Monitor
+from . import facades, reporting
 from .build import DEFAULT_SUMMARY_SKIP_PATTERN, build_components
 from .distribution import LoopDistribution, attach_distribution, check_strategy_args
-from .facades import FeatureFacades
+from .iteration import LoopIteration
 from .progress import LoopProgress, check_limit
-from .registry import ComponentRegistry
-from .reporting import LoopReporting
+from .registry import C, LoopComponents
+from .reporting import LoopMetrics
 
 __all__ = ['TrainLoop']
 
 
-class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableContext):
+class TrainLoop(DisposableContext):
     """Keeps the books of a training loop whose step the user writes.
 
     The loop owns the epoch and step counters, fires events around each
@@ -58,6 +58,16 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
     ``collect_metrics`` takes ``PerReplica`` values, only the chief
     (:attr:`is_chief`) prints and writes, and decisions are agreed across
     workers; see :class:`~tfsnippet.scaffold.loop.distribution.LoopDistribution`.
+
+    The loop is composed of collaborators, each of which it hands the
+    :attr:`backend` chosen when it is entered: its metrics
+    (:class:`~tfsnippet.scaffold.loop.reporting.LoopMetrics`: the
+    :attr:`metric_book`, the :attr:`console`, the best validation metric),
+    its components (:class:`~tfsnippet.scaffold.loop.registry.LoopComponents`),
+    its :attr:`progress` and its :attr:`distribution`.  The constructor's
+    feature keywords (``checkpoint_*``, ``summary_*``, ``early_stopping*``,
+    ``warm_start``, ``export_best``) are shortcuts for components; new
+    features are components, added with :meth:`add_component`.
 
     Args:
         param_vars: The variables being trained (list or ``{name: var}``).
@@ -102,7 +112,6 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
                  strategy: Any = None, coordinator: Any = None):
         self._param_vars = normalize_variables(param_vars, 'param_vars')
         self._dist_args = check_strategy_args(strategy, coordinator)
-        self._dist: LoopDistribution | None = None
         if var_groups is not None and (isinstance(var_groups, str) or
                                        not all(isinstance(g, str) for g in var_groups)):
             raise TypeError(f'`var_groups` must be a list of name prefixes, got {var_groups!r}')
@@ -113,31 +122,20 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
         mode = ('auto' if valid_metric_smaller_is_better is None
                 else 'min' if valid_metric_smaller_is_better else 'max')
         self._var_groups = None if var_groups is None else list(var_groups)
-        self._max_epoch = check_limit('max_epoch', max_epoch)
-        self._max_step = check_limit('max_step', max_step)
-        self._clock = self._schedule_clock = clock
-        self._console = Console(print_func, metric_formatter or DefaultMetricFormatter(),
-                                show_eta, clock)
-        self._book = MetricBook()
+        self._clock = clock
         self._progress = LoopProgress()
         self._events = EventSource(LOOP_EVENT_KEYS, counters=self)
-        # live handler lists of the events fired on every step, checked inline
-        self._before_step_handlers = self._events.handlers(EventKeys.BEFORE_STEP)
-        self._after_step_handlers = self._events.handlers(EventKeys.AFTER_STEP)
-        self._metrics_handlers = self._events.handlers(EventKeys.METRICS_COLLECTED)
-        self._time_metrics_handlers = self._events.handlers(EventKeys.TIME_METRICS_COLLECTED)
-        self._valid_monitor = Monitor(valid_metric_name, mode) if valid_metric_name else None
-        if valid_metric_name:
-            self._book.watch(valid_metric_name, self._on_valid_metric)
-        self._stop_reason: str | None = None
-        self._stop_requested = False
-        self._dataflows: list[DataFlow] = []   # DataFlows given to iter_steps, in order
-        self._is_best_valid_metric = False
-        self._within_epoch = self._within_step = False
-        self._step_data: Any = None
-        self._epoch_start: float | None = None  # running epoch timer
-        self._step_start: float | None = None   # running step timer
-        self._components: list[LoopComponent] = []
+        # the collaborators: iteration (counters, generators, stop), metrics,
+        # components, and the distribution (the backend: none until entered)
+        self._iter = LoopIteration(self, self._progress, clock, self._require_entered,
+                                   check_limit('max_epoch', max_epoch),
+                                   check_limit('max_step', max_step))
+        self._metrics = LoopMetrics(self, self._iter, print_func,
+                                    metric_formatter or DefaultMetricFormatter(), show_eta,
+                                    clock, valid_metric_name or None, mode)
+        self._iter.metrics = self._metrics
+        self._components = LoopComponents(self)
+        self._dist = LoopDistribution(self, LocalBackend(), clock, self._iter.stop)
         for component in build_components(
                 self._param_vars, valid_metric_name=valid_metric_name or None,
                 valid_metric_mode=mode, early_stopping=early_stopping,
@@ -155,6 +153,7 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
 
     def __repr__(self) -> str:
         return f'TrainLoop(epoch={self.epoch}, step={self.step})'
+
     # ---------------------------------------------------------------- properties
     param_vars = property(lambda self: self._param_vars, doc='The trainable parameters.')
     var_groups = property(lambda self: self._var_groups, doc='Name prefixes of the summary.')
@@ -162,28 +161,64 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
     epoch = property(lambda self: self._progress.epoch, doc='Epoch counter: 0, then 1, 2...')
     step = property(lambda self: self._progress.step, doc='Global step counter: 0, then 1, 2...')
     progress = property(lambda self: self._progress, doc='The counters, as a LoopProgress.')
-    step_data = property(lambda self: self._step_data, doc='The batch of the current step.')
+    step_data = property(lambda self: self._iter.step_data, doc='The batch of the current step.')
     steps_per_epoch = property(lambda self: self._progress.steps_per_epoch,
                                doc='The mean number of steps of the finished epochs.')
-    within_epoch = property(lambda self: self._within_epoch, doc='Whether an epoch is open.')
-    within_step = property(lambda self: self._within_step, doc='Whether a step loop is open.')
-    clock = property(lambda self: self._schedule_clock, doc="The time source of schedules (under "
-                     "multi-worker training the chief's, see LoopDistribution).")
-    distribution = property(lambda self: self._dist, doc='The LoopDistribution, or None.')
-    backend = property(lambda self: self._dist and self._dist.backend,
-                       doc='The DistributedBackend chosen when entered, or None.')
-    is_chief = property(lambda self: self._dist is None or self._dist.backend.is_chief,
+    within_epoch = property(lambda self: self._iter.within_epoch, doc='Whether an epoch is open.')
+    within_step = property(lambda self: self._iter.within_step,
+                           doc='Whether a step loop is open.')
+    clock = property(lambda self: self._dist.schedule_clock, doc="The time source of schedules "
+                     "(under multi-worker training the chief's, see LoopDistribution).")
+    distribution = property(lambda self: self._dist,
+                            doc='The LoopDistribution (its backend chosen when entered).')
+    backend: Backend = property(  # type: ignore[assignment]
+        lambda self: self._dist.backend,
+        doc='The Backend: a LocalBackend until entered, then the one chosen then (kept after).')
+    decisions: Decisions = property(  # type: ignore[assignment]
+        lambda self: self._dist.decisions,
+        doc='The decisions agreed across workers at the sync points (see Decisions).')
+    is_chief = property(lambda self: self._dist.backend.is_chief,
                         doc='Whether this process prints and writes (True without a strategy).')
-    stop_requested = property(lambda self: self._stop_requested, doc='Whether a stop was asked.')
-    stop_reason = property(lambda self: self._stop_reason, doc='Why the epoch loop ended.')
-    components = property(lambda self: tuple(self._components),
+    stop_requested = property(lambda self: self._iter.stop_requested,
+                              doc='Whether a stop was asked.')
+    stop_reason = property(lambda self: self._iter.stop_reason, doc='Why the epoch loop ended.')
+    components = property(lambda self: self._components.as_tuple(),
                           doc='The plugged-in components, in registration order.')
-    max_epoch = property(lambda self: self._max_epoch,
-                         lambda self, v: setattr(self, '_max_epoch', check_limit('max_epoch', v)),
+    max_epoch = property(lambda self: self._iter.max_epoch,
+                         lambda self, v: setattr(self._iter, 'max_epoch',
+                                                 check_limit('max_epoch', v)),
                          doc='The maximum epoch counter; settable, ``None`` for no limit.')
-    max_step = property(lambda self: self._max_step,
-                        lambda self, v: setattr(self, '_max_step', check_limit('max_step', v)),
+    max_step = property(lambda self: self._iter.max_step,
+                        lambda self, v: setattr(self._iter, 'max_step', check_limit('max_step', v)),
                         doc='The maximum step counter; settable, ``None`` for no limit.')
+    console: Console = property(  # type: ignore[assignment]
+        lambda self: self._metrics.console, doc='The console line (tag, ETA, output).')
+    metric_book: MetricBook = property(  # type: ignore[assignment]
+        lambda self: self._metrics.book, doc='The one book of collected metrics.')
+    valid_metric_name = property(
+        lambda self: self._metrics.valid_monitor.name if self._metrics.valid_monitor else None,
+        doc='The name of the validation metric, or ``None`` if not tracked.')
+    valid_metric_smaller_is_better = property(
+        lambda self: (self._metrics.valid_monitor.mode == 'min'
+                      if self._metrics.valid_monitor else None),
+        doc='Whether a smaller validation metric is better.')
+    best_valid_metric = property(
+        lambda self: self._metrics.valid_monitor.best if self._metrics.valid_monitor else None,
+        doc='The best validation metric so far (never NaN), or ``None``.')
+
+    @property
+    def print_func(self) -> Callable[[str], Any]:
+        """The function receiving every printed line; settable."""
+        return self._metrics.console.print_func
+
+    @print_func.setter
+    def print_func(self, func: Callable[[str], Any]) -> None:
+        self._metrics.console.print_func = func
+
+    @property
+    def results(self) -> dict[str, float]:
+        """The final results recorded by :meth:`collect_results`."""
+        return dict(self._metrics.results)
 
     # ------------------------------------------------------------ control
     def request_stop(self, reason: str | None = None) -> None:
@@ -191,126 +226,127 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
         (under multi-worker training: at the next sync point, on every worker)."""
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f'`reason` must be a str or None, got {reason!r}')
-        if not self._stop_requested and not (self._dist and self._dist.defer_stop(reason)):
-            self._stop_requested = True
-            self._stop_reason = reason or 'stop requested'
+        if not self._iter.stop_requested and not self._dist.defer_stop(reason):
+            self._iter.stop(reason or 'stop requested')
+
+    # ------------------------------------------------------------ components
+    def component(self, role: str) -> Any:
+        """The first plugged-in component with this `role` (``'checkpointer'``...), or None."""
+        return self._components.by_role(role)
+
+    def components_of(self, kind: type[C]) -> list[C]:
+        """The plugged-in components that are instances of `kind`, in registration order."""
+        return self._components.of_type(kind)
+
+    def add_component(self, component: LoopComponent) -> None:
+        """Plug `component` in, before entering (needed for a resumed state to
+        reach it) or inside the ``with`` block (entered at once).
+
+        Raises:
+            TypeError: `component` is not a :class:`LoopComponent`.
+            ValueError: It is added twice, or another has the same `state_key`.
+            RuntimeError: The loop has been left, or an epoch loop is open.
+        """
+        if not isinstance(component, LoopComponent):
+            raise TypeError(f'`component` must be a LoopComponent, got {component!r}')
+        if self._has_entered and not self._is_entered:
+            raise RuntimeError('Components cannot be added to a loop that has been left')
+        if self._iter.within_epoch:
+            raise RuntimeError('Components must be added outside of the epoch loop')
+        self._components.add(component, entered=self._is_entered)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loop's persistent state as plain data (for checkpoints): counters, the
+        best validation metric, the components' states and, inside an epoch, how
+        far it went and where each DataFlow of :meth:`iter_steps` is."""
+        state = self._progress.state_dict(self._iter.dataflows)
+        monitor = self._metrics.valid_monitor
+        state['best_valid_metric'] = monitor.best if monitor else None
+        state['valid_monitor'] = monitor.state_dict() if monitor else None
+        state['stop_reason'] = self._iter.stop_reason if self._iter.stop_requested else None
+        state['components'] = self._components.state_dict()
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Put back a state from :meth:`state_dict`, before any epoch is opened
+        (`KeyError` for a missing key, `RuntimeError` inside an epoch)."""
+        missing = [k for k in ('epoch', 'step', 'best_valid_metric') if k not in state]
+        if missing:
+            raise KeyError(f'`state` lacks the required keys {missing}: got {sorted(state)}')
+        if self._iter.within_epoch:
+            raise RuntimeError('`load_state_dict()` cannot be called while an epoch loop is open')
+        self._progress.load_state_dict(state)
+        monitor = self._metrics.valid_monitor
+        if monitor is not None:
+            monitor.load_state_dict(state.get('valid_monitor') or
+                                    {'best': state['best_valid_metric'], 'wait': 0})
+        if state.get('stop_reason') is not None:  # a stopped run stays stopped (everywhere)
+            self._iter.stop(str(state['stop_reason']))
+        self._components.load_state_dict(state.get('components') or {})
+
+    # ------------------------------------------------------------ metrics (see LoopMetrics)
+    collect_metrics = reporting.collect_metrics
+    watch_metric = reporting.watch_metric
+    timeit = reporting.timeit
+    metric_collector = reporting.metric_collector
+    println = reporting.println
+    collect_results = reporting.collect_results
+    notice = reporting.notice
+    print_logs = reporting.print_logs
+    print_training_summary = reporting.print_training_summary
+    training_summary_printed = property(reporting.training_summary_printed)
+    get_progress = reporting.get_progress
+    get_eta = reporting.get_eta
+
+    # ------------------------------------------------------------ feature shortcuts
+    use_early_stopping = property(facades.use_early_stopping)
+    summary_writer = property(facades.summary_writer)
+    checkpoint_saver = property(facades.checkpoint_saver)
+    make_checkpoint = facades.make_checkpoint
+    export_best = facades.export_best
+    add_summary = facades.add_summary
 
     # ----------------------------------------------------------- enter / exit
     def _enter(self) -> TrainLoop:
         entered: list[LoopComponent] = []
-        self._dist = attach_distribution(self, *self._dist_args)
+        self._dist = attach_distribution(self, *self._dist_args, clock=self._clock,
+                                         on_stop=self._iter.stop)
+        self._metrics.enter(self._dist.backend)
         try:
-            # restore hook (issue 17): the loop resumes its checkpoint (variables,
-            # agreement across workers, its own and its components' states) first
+            # the loop resumes its checkpoint first (variables, agreement across
+            # workers, its own and its components' states), then enters them
             restore_loop(self)
-            for c in self._components:
-                c.on_restore(self)
-            for c in self._components:
-                entered.append(c)
-                c.on_enter(self)
-            self._console.start_eta(self.get_progress())
+            self._components.enter(entered)
+            self._metrics.start_eta()
             self._events.fire(EventKeys.ENTER_LOOP, self)
         except BaseException as e:
             try:
-                self._exit_components(entered, e)
+                self._components.exit(entered, e)
             finally:
-                self._detach()
+                self._leave()
             raise
         return self
 
-    def _detach(self) -> None:
-        if self._dist is not None:   # kept after the exit: `is_chief`, `backend` stay valid
-            self._dist.detach()
-
-    def _exit_components(self, components: list[LoopComponent],
-                         error: BaseException | None) -> None:
-        # every component exits, whatever another raises (the checkpointer must
-        # still wait for its last save); the first error is raised, unless the
-        # loop is left through one of its own, which it does not replace
-        first: BaseException | None = None
-        for c in reversed(components):
-            try:
-                c.on_exit(self, error)
-            except BaseException as e:
-                if first is None and (error is None or not isinstance(e, Exception)):
-                    first = e
-                else:
-                    warn_user(f'{type(c).__name__} failed to exit the loop: '
-                              f'{type(e).__name__}: {e}', RuntimeWarning)
-            finally:
-                self._events.remove_owned(c)
-        if first is not None:
-            raise first
+    def _leave(self) -> None:
+        # the distribution is kept after the exit: `is_chief`, `backend` stay valid
+        self._dist.detach()
+        self._metrics.leave()
 
     def _exit(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
         try:
             self._events.reverse_fire(EventKeys.EXIT_LOOP, self)
         finally:
             try:
-                self._exit_components(self._components, exc_val)
+                self._components.exit(None, exc_val)
             finally:
-                self._console.stop_eta()
-                self._book.clear()
-                self._detach()
+                self._leave()
 
     # ------------------------------------------------------------ iterations
     def iter_epochs(self) -> Iterator[int]:
         """Iterate through the epochs, yielding the epoch counter (from 1), until
         `max_epoch` epochs or `max_step` steps are done or a stop is requested
         (`RuntimeError` outside the ``with`` block or inside another epoch loop)."""
-        self._check_can_open_epoch_loop()
-        return self._epochs_generator()
-
-    def _check_can_open_epoch_loop(self) -> None:
-        self._require_entered()
-        if self._within_epoch:
-            raise RuntimeError('Another epoch loop has been opened: `iter_epochs()` cannot '
-                               'be nested')
-
-    def _check_can_open_step_loop(self) -> None:
-        if not self._within_epoch:
-            raise RuntimeError('Step loop must be opened within active epoch loop: call '
-                               '`iter_steps()` inside `for epoch in loop.iter_epochs():`')
-        if self._within_step:
-            raise RuntimeError('Another step loop has been opened: `iter_steps()` cannot be nested')
-
-    def _epochs_generator(self) -> Iterator[int]:
-        # checked again: two generators may have been made before either started
-        self._check_can_open_epoch_loop()
-        self._within_epoch = True
-        events, clock, progress = self._events, self._clock, self._progress
-        if not self._stop_requested:
-            self._stop_reason = None
-        first = True
-        try:
-            while True:
-                if self._stop_requested:
-                    self.println(f'Training stopped at epoch {progress.epoch}, step '
-                                 f'{progress.step}: {self._stop_reason}')
-                    break
-                self._stop_reason = progress.limit_reached(self._max_epoch, self._max_step)
-                if self._stop_reason is not None:
-                    if first and progress.step:   # a resumed run that had finished
-                        self.println(f'Training has already finished at epoch {progress.epoch}, '
-                                     f'step {progress.step}: {self._stop_reason}')
-                    break
-                first = False
-                progress.begin_epoch()
-                self._epoch_start = clock()
-                events.fire(EventKeys.BEFORE_EPOCH, self)
-                yield progress.epoch
-                progress.end_epoch()
-                events.reverse_fire(EventKeys.AFTER_EPOCH, self)
-                self._stop_timer('epoch_time')
-                self._close_epoch()
-        finally:
-            try:
-                self._close_epoch(cut_short=True)   # an epoch cut short (break, an exception)
-            finally:
-                self._within_epoch = False
-                self._epoch_start = None
-                self._is_best_valid_metric = False
-                self._book.clear()
+        return self._iter.iter_epochs()
 
     def iter_steps(self, data_generator: Iterable[Any] | None = None) -> Iterator[Any]:
         """Iterate through the steps of the current epoch, yielding the step counter
@@ -325,71 +361,4 @@ class TrainLoop(LoopReporting, FeatureFacades, ComponentRegistry, DisposableCont
                 or neither `data_generator` nor `max_step` is given.
             TypeError: `data_generator` is not iterable.
         """
-        self._check_can_open_step_loop()
-        data, iterator = data_generator, None
-        if data is None and self._max_step is None:
-            raise RuntimeError('`data_generator` is required when `max_step` is not '
-                               'configured, so as to prevent an unstoppable step loop')
-        if data is not None:
-            if self._dist is not None:
-                data = self._dist.distribute_data(data)
-            skip = self._progress.attach(data, self._dataflows, self.notice)
-            try:
-                iterator = iter(data)
-            except TypeError as e:
-                raise TypeError(f'`data_generator` must be iterable, got {data!r}') from e
-            if skip:   # not a resumable DataFlow: skip what the interrupted epoch consumed
-                iterator = itertools.islice(iterator, skip, None)
-        return self._steps_generator(iterator, owns_iterator=iterator is not data)
-
-    def _steps_generator(self, iterator: Iterator[Any] | None,
-                         owns_iterator: bool) -> Iterator[Any]:
-        # The per-step path of every training loop: keep it to plain
-        # attribute and list operations (see benchmarks/bench_train_loop.py).
-        self._check_can_open_step_loop()
-        self._within_step = True
-        before, after = self._before_step_handlers, self._after_step_handlers
-        time_handlers, clock, progress = self._time_metrics_handlers, self._clock, self._progress
-        # the book's lists are emptied in place, never replaced, while steps run
-        add_step_time = self._book.step_pending.setdefault('step_time', []).append
-        batches = iterator if iterator is not None else itertools.repeat(None)
-        max_step = self._max_step
-        first_step = progress.step
-        try:
-            if self._stop_requested or (max_step is not None and progress.step >= max_step):
-                return
-            for batch in batches:   # the limit is checked after each step, before fetching
-                progress.step = step = progress.step + 1
-                self._step_data = batch
-                self._step_start = start = clock()
-                if before:
-                    for h in tuple(before):
-                        h(self)
-                yield (step, batch) if iterator is not None else step
-                if after:
-                    for h in tuple(reversed(after)):
-                        h(self)
-                if self._step_start is not None:  # else print_logs() recorded it
-                    self._step_start = None
-                    seconds = clock() - start
-                    add_step_time(seconds)
-                    if time_handlers:
-                        self._events.fire(EventKeys.TIME_METRICS_COLLECTED, self,
-                                          {'step_time': seconds})
-                if not step & MetricBook.COMPACT_MASK:
-                    self._book.compact()
-                max_step = self._max_step
-                if self._stop_requested or (max_step is not None and step >= max_step):
-                    break
-            if progress.step == first_step and iterator is not None and \
-                    not progress.epoch_resumed:
-                self._notice(progress.EMPTY_EPOCH.format(epoch=progress.epoch))
-            progress.epoch_finished = True   # the step loop ran to its end
-            if self._dist is not None:
-                self._dist.steps_ended()
-        finally:
-            self._within_step = False
-            self._step_start = self._step_data = None
-            close = getattr(iterator, 'close', None) if owns_iterator else None
-            if close is not None:
-                close()
+        return self._iter.iter_steps(data_generator)

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tensorflow as tf
 
-from ...backend.distributed import DistributedBackend, backend_for
-from ...dataflows import ArrayFlow, DataFlow, ShardedFlow, split_batch
+from ...backend.base import Backend
+from ...backend.decisions import Decisions
+from ...backend.distributed import resolve_backend
+from ...dataflows import ArrayFlow
 from ...utils.statistics import StatisticsCollector
 from ...utils.validation import check_positive_int, short_repr
+from ..components.checkpointer import Checkpointer
 from ..event_keys import EventKeys
-from ..metrics.values import to_float
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import TrainLoop
@@ -51,12 +52,15 @@ def check_strategy_args(strategy: Any, coordinator: Any) -> tuple[Any, Any]:
     return strategy, coordinator
 
 
-def attach_distribution(loop: TrainLoop, strategy: Any,
-                        coordinator: Any) -> LoopDistribution | None:
-    """The :class:`LoopDistribution` of `loop` (``None`` without a strategy), installed.
+def attach_distribution(loop: TrainLoop, strategy: Any, coordinator: Any,
+                        clock: Callable[[], float],
+                        on_stop: Callable[[str], None]) -> LoopDistribution:
+    """The :class:`LoopDistribution` of `loop` on its backend, chosen now.
 
     `strategy` ``None`` takes the strategy whose scope is entered now; the
-    default strategy means nothing to distribute.
+    default strategy (or none) means a :class:`~tfsnippet.backend.LocalBackend`.
+    `clock` is the loop's own time source, `on_stop` what makes the loop
+    stop with a reason (a stop agreed by the workers).
 
     Raises:
         ValueError: A ``ParameterServerStrategy`` without `coordinator`, or
@@ -65,18 +69,16 @@ def attach_distribution(loop: TrainLoop, strategy: Any,
         RuntimeError: Graph mode (TF1 style) with a ``ParameterServerStrategy``
             or more than one worker (see :func:`check_graph_mode`).
     """
-    backend = backend_for(strategy, coordinator)
-    if backend is None:
-        return None
+    backend = resolve_backend(strategy, coordinator)
     check_graph_mode(backend)
     params = loop.param_vars
     if params:
         backend.check_variables_in_scope(params, 'param_vars')
     _build_optimizers(loop, backend)
-    return LoopDistribution(loop, backend)
+    return LoopDistribution(loop, backend, clock, on_stop)
 
 
-def check_graph_mode(backend: DistributedBackend) -> None:
+def check_graph_mode(backend: Backend) -> None:
     """Refuse, in graph mode (TF1 style), a strategy the loop cannot run there.
 
     Graph mode supports the strategies of one process (``MirroredStrategy``,
@@ -113,25 +115,18 @@ def check_graph_mode(backend: DistributedBackend) -> None:
             f'of one process in graph mode')
 
 
-def _build_optimizers(loop: TrainLoop, backend: DistributedBackend) -> None:
+def _build_optimizers(loop: TrainLoop, backend: Backend) -> None:
     """Build the Keras optimizers among the checkpointed objects for `param_vars`.
 
-    They must be built in the strategy's scope before the first
+    Under a strategy they must be built in its scope before the first
     ``strategy.run`` (and before a checkpoint is restored into them); an
     optimizer made outside the scope is refused, naming its variables.
     """
-    checkpointer = loop.component('checkpointer')
-    objects = getattr(checkpointer, 'save_objects', None) or {}
     params = loop.param_vars
-    for obj in objects.values():
-        if _is_keras_optimizer(obj):
-            if not obj.built and not params:
-                raise ValueError(
-                    'A Keras optimizer among `checkpoint_save_objects` is not built, and the '
-                    'loop has no `param_vars` to build it for: build it inside '
-                    '`strategy.scope()` before entering the loop '
-                    '(`optimizer.build(model.trainable_variables)`)')
-            backend.build_optimizer(obj, params or [])
+    for checkpointer in loop.components_of(Checkpointer):
+        for obj in checkpointer.save_objects.values():
+            if _is_keras_optimizer(obj):
+                backend.build_optimizer(obj, params or [])
 
 
 def _is_keras_optimizer(obj: Any) -> bool:
@@ -139,34 +134,33 @@ def _is_keras_optimizer(obj: Any) -> bool:
             and all(hasattr(obj, a) for a in ('build', 'built', 'apply_gradients', 'variables')))
 
 
-def _silent(line: str) -> None:
-    """The print function of a worker that is not the chief."""
-
-
 class LoopDistribution:
     """What a :class:`~tfsnippet.TrainLoop` does differently under a strategy.
 
-    Made by the loop when it is entered with a strategy other than the
-    default one (``loop.distribution``; ``loop.backend`` is its
-    :class:`~tfsnippet.backend.DistributedBackend`), and removed when it is
-    left.  It
+    Made by the loop when it is entered (``loop.distribution``;
+    ``loop.backend`` is its backend: a :class:`~tfsnippet.backend.LocalBackend`
+    without a strategy, where all of the below is the identity), and kept
+    after it is left.  It
 
     * turns the data of :meth:`~tfsnippet.TrainLoop.iter_steps` into
-      per-replica batches (:meth:`distribute_data`);
-    * lets the metric book keep ``PerReplica``/``RemoteValue`` metrics
-      without a device sync, reduced across replicas at print time;
-    * silences the log lines of every worker but the chief (unless a
-      ``print_func`` other than the builtin ``print`` was given);
+      per-replica batches (:meth:`distribute_data`, through the backend);
     * under multi-worker training (``backend.num_workers > 1``) merges the
       printed statistics of all workers (one all-reduce per
-      ``print_logs``), averages a watched metric (the validation metric,
-      a loss guard's) across the workers when it is read, so early stopping,
-      reduce-on-plateau and loss guards decide alike everywhere, and holds a
-      **sync point** at the end of each epoch and whenever :attr:`sync_steps`
-      steps have run since the last one: one all-reduce that agrees on a
-      stop requested on any worker
-      (:meth:`~tfsnippet.TrainLoop.request_stop`), a preemption signal
-      received by any worker, and the chief's clock.
+      ``print_logs``, :meth:`reduce_printed`) and holds a **sync point** at
+      the end of each epoch and whenever :attr:`sync_steps` steps have run
+      since the last one: one all-reduce that agrees on every decision of
+      :attr:`decisions` (a stop requested on any worker,
+      :meth:`~tfsnippet.TrainLoop.request_stop`; a preemption signal
+      received by any worker; the chief's clock; those of components).
+
+    The loop hands the same backend to its other collaborators when it is
+    entered: the metric book keeps ``PerReplica``/``RemoteValue`` metrics
+    without a device sync (reduced across replicas at print time) and
+    averages a watched metric (the validation metric, a loss guard's)
+    across the workers, so early stopping, reduce-on-plateau and loss
+    guards decide alike everywhere; the console drops the lines of every
+    worker but the chief (unless a ``print_func`` other than the builtin
+    ``print`` was given).
 
     The sync point of an epoch rides on the all-reduce of the epoch's
     ``print_logs`` (one called outside the step loop), so an epoch that
@@ -217,10 +211,13 @@ class LoopDistribution:
     #: The default of :attr:`sync_steps`.
     DEFAULT_SYNC_STEPS = 100
 
-    def __init__(self, loop: TrainLoop, backend: DistributedBackend):
+    def __init__(self, loop: TrainLoop, backend: Backend, clock: Callable[[], float],
+                 on_stop: Callable[[str], None]):
         self._loop = loop
         self._backend = backend
         self._multi = backend.num_workers > 1
+        self._local_clock = clock
+        self._on_stop = on_stop
         self._pending_stop: str | None = None
         self._data: dict[int, tuple[Any, Any]] = {}   # id(source) -> (source, distributed)
         self._now = 0.
@@ -229,29 +226,32 @@ class LoopDistribution:
         self._synced_step = -1   # the step of the last sync point
         # a sync point folded into an epoch's print: (step, summed sync vector), to apply
         self._agreed: tuple[int, np.ndarray] | None = None
-        console = loop.console
-        self._print_func = console.print_func
-        if not backend.is_chief and console.print_func is builtins.print:
-            console.print_func = _silent
-        book = loop.metric_book
-        book.normalize = backend.normalize_metric
+        self._decisions = Decisions(backend, schedule=self._decide_at_next_boundary)
+        self._decisions.register('clock', read=clock, apply=self._set_clock, rule='chief')
+        self._decisions.register('stop', read=lambda: self._pending_stop is not None,
+                                 apply=self._apply_stop)
+        self._schedule_clock = self.agreed_clock if self._multi else clock
         if self._multi:
-            book.read_watched = self._read_watched
-            loop._reduce_stats = self._reduce_stats
-            self._local_clock = loop._clock
-            loop._schedule_clock = self.agreed_clock
-            try:
-                self._sync(loop)   # the chief's clock, before any schedule is reset
-            except BaseException:   # e.g. a peer is gone: leave the loop as it was
-                self.detach()
-                raise
+            self._sync(loop)   # the chief's clock, before any schedule is reset
             loop.events.on(EventKeys.AFTER_STEP, self._after_step, owner=self)
             loop.events.on(EventKeys.AFTER_EPOCH, self._after_epoch, owner=self)
 
     @property
-    def backend(self) -> DistributedBackend:
-        """The loop's :class:`~tfsnippet.backend.DistributedBackend`."""
+    def backend(self) -> Backend:
+        """The loop's :class:`~tfsnippet.backend.Backend`."""
         return self._backend
+
+    @property
+    def decisions(self) -> Decisions:
+        """The decisions agreed at the sync points (``'clock'``, ``'stop'``, and
+        those the components register, e.g. the checkpointer's ``'preempt'``)."""
+        return self._decisions
+
+    @property
+    def schedule_clock(self) -> Callable[[], float]:
+        """The time source of schedules: the loop's clock, or under multi-worker
+        training the chief's clock as of the last sync point."""
+        return self._schedule_clock
 
     @property
     def sync_steps(self) -> int:
@@ -274,20 +274,12 @@ class LoopDistribution:
         return self._pending_stop
 
     def detach(self) -> None:
-        """Undo what was installed in the loop (when it is left); once."""
-        loop = self._loop
+        """Stop taking part in the loop's events (when it is left); once."""
         if self._detached:
             return
         self._detached = True
-        loop.events.remove_owned(self)
-        if loop.console.print_func is _silent:
-            loop.console.print_func = self._print_func
-        book = loop.metric_book
-        book.normalize = None
-        book.read_watched = to_float
-        if self._multi:
-            loop._reduce_stats = None
-            loop._schedule_clock = self._local_clock
+        self._loop.events.remove_owned(self)
+        self._loop.events.remove_owned((self, 'decide'))
 
     # ------------------------------------------------------------ decisions
     def defer_stop(self, reason: str | None) -> bool:
@@ -303,11 +295,27 @@ class LoopDistribution:
         """The chief's clock at the last sync point (``loop.clock`` under multi-worker training)."""
         return self._now
 
-    def _read_watched(self, name: str, value: Any) -> float:
-        # one all-reduce: every worker's watchers see the same number
-        local = to_float(name, value)
-        total = self._backend.all_reduce_sum(np.array([local]))
-        return float(total[0]) / self._backend.num_workers
+    def _set_clock(self, now: float) -> None:
+        self._now = now
+
+    def _apply_stop(self, agreed: float) -> None:
+        if agreed:
+            reason = self._pending_stop or 'stop requested by another worker'
+            self._pending_stop = None
+            self._on_stop(reason)
+
+    def _decide_at_next_boundary(self) -> None:
+        """A decision was taken on this worker alone: apply it at the next step
+        or epoch boundary (once)."""
+        owner = (self, 'decide')
+        loop = self._loop
+
+        def decide(_: Any) -> None:
+            loop.events.remove_owned(owner)
+            self._decisions.sync()
+
+        loop.events.on(EventKeys.AFTER_STEP, decide, owner=owner)
+        loop.events.on(EventKeys.AFTER_EPOCH, decide, owner=owner)
 
     def _after_step(self, loop: TrainLoop) -> None:
         if loop.step - self._synced_step >= self._sync_steps:
@@ -321,140 +329,63 @@ class LoopDistribution:
         elif self._synced_step != loop.step:
             self._sync(loop)
 
-    def _reduce_stats(self, stats: dict[str, StatisticsCollector]
-                      ) -> dict[str, StatisticsCollector]:
-        """The statistics of ``print_logs`` merged across the workers (one all-reduce).
+    def reduce_printed(self, stats: dict[str, StatisticsCollector],
+                       within_step: bool) -> dict[str, StatisticsCollector]:
+        """The statistics of ``print_logs`` merged across the workers (one
+        all-reduce under multi-worker training; `stats` as they are otherwise).
 
-        An epoch's print (outside the step loop) carries the sync vector in
-        the same all-reduce; its outcome is applied at ``AFTER_EPOCH``, if
-        no step ran in between.  Every worker prints at the same points, so
-        every worker takes the same path.
+        An epoch's print (outside the step loop) carries the decisions in
+        the same all-reduce; they are applied at ``AFTER_EPOCH``, if no step
+        ran in between.  Every worker prints at the same points, so every
+        worker takes the same path.
         """
-        loop = self._loop
-        if loop.within_step:
+        if not self._multi:
+            return stats
+        if within_step:
             return self._backend.reduce_statistics(stats)
-        merged, total = self._backend.reduce_statistics_and_sum(stats, self._sync_vector(loop))
-        self._agreed = (loop.step, total)
+        merged, total = self._backend.reduce_statistics_and_sum(stats, self._decisions.vector())
+        self._agreed = (self._loop.step, total)
         return merged
 
-    def _sync_vector(self, loop: TrainLoop) -> np.ndarray:
-        """This worker's part of a sync point: [stop here, preempted here, the chief's clock]."""
-        preempted_by = getattr(loop.component('checkpointer'), 'preempted_by', None)
-        return np.array([self._pending_stop is not None, preempted_by is not None,
-                         self._local_clock() if self._backend.is_chief else 0.],
-                        dtype=np.float64)
-
     def _sync(self, loop: TrainLoop) -> None:
-        """A sync point: one all-reduce of the sync vector, then its outcome applied."""
-        self._apply(loop, self._backend.all_reduce_sum(self._sync_vector(loop)))
+        """A sync point: one all-reduce of the decisions, then their outcome applied."""
+        self._apply(loop, self._backend.all_reduce_sum(self._decisions.vector()))
 
     def _apply(self, loop: TrainLoop, total: np.ndarray) -> None:
         """Act on a sync point's summed vector, the same on every worker."""
         self._synced_step = loop.step
-        self._now = float(total[2])
-        checkpointer = loop.component('checkpointer')
-        preempted_by = getattr(checkpointer, 'preempted_by', None)
-        if total[0] > 0.:
-            reason = self._pending_stop or 'stop requested by another worker'
-            self._pending_stop = None
-            loop._stop_requested, loop._stop_reason = True, reason
-        if total[1] > 0. and checkpointer is not None:
-            checkpointer.preempt(loop, preempted_by or 'a signal to another worker')
+        self._decisions.apply(total)
 
     def steps_ended(self) -> None:
         """Called when a step loop of :meth:`~tfsnippet.TrainLoop.iter_steps` ends
         normally: under a ``ParameterServerStrategy``, wait for the steps it
         scheduled (``coordinator.join()``), so the code after the step loop
         (a validation) sees the weights they trained."""
-        coordinator = self._backend.coordinator
-        if coordinator is not None:
-            coordinator.join()
+        self._backend.join()
 
     # ------------------------------------------------------------ data
     def distribute_data(self, data: Any) -> Any:
-        """The per-replica form of `data` for ``strategy.run`` (cached per `data`).
-
-        * A :class:`~tfsnippet.dataflows.ArrayFlow` is sharded among the
-          workers (:class:`~tfsnippet.dataflows.ShardedFlow`: its batch size
-          is the global batch, the remainder of an epoch is dropped) and each
-          worker's batch split among its replicas
-          (:func:`~tfsnippet.dataflows.split_batch`); a shuffled one draws its
-          seed on the chief (or takes the saved one when resuming).  Another
-          DataFlow is split only: under multi-worker training it must be made
-          from a ``ShardedFlow``.
-        * A ``tf.data.Dataset`` goes through
-          ``strategy.experimental_distribute_dataset`` (its batch size is the
-          global batch); a distributed dataset and any other iterable pass
-          unchanged.
-        * Under a ``ParameterServerStrategy``, and in graph mode (feed the
-          global batch to a placeholder; ``strategy.run`` hands it whole to
-          every replica, each takes its share with
-          :func:`~tfsnippet.backend.replica_slice`), everything passes
-          unchanged.
+        """The form of `data` the loop body receives (cached per `data`): see
+        :meth:`Backend.distribute_data <tfsnippet.backend.DistributedBackend.distribute_data>`;
+        a shuffled ``ArrayFlow`` sharded among workers draws its seed on the
+        chief (or takes the saved one when resuming).
 
         Raises:
-            ValueError: The flow is too small to give every worker a batch,
-                or its batch does not divide among the replicas.
-            TypeError: A DataFlow that cannot be sharded, under multi-worker training.
+            ValueError, TypeError: As the backend's ``distribute_data``.
         """
-        backend = self._backend
-        if backend.coordinator is not None or not isinstance(data, (DataFlow, tf.data.Dataset)) \
-                or not tf.executing_eagerly():
-            return data
         cached = self._data.get(id(data))
         if cached is not None and cached[0] is data:
             return cached[1]
-        if isinstance(data, tf.data.Dataset):
-            out = backend.strategy.experimental_distribute_dataset(data)
-        else:
-            out = self._distribute_flow(data)
-        self._data[id(data)] = (data, out)
+        out = self._backend.distribute_data(data, self._seed)
+        if out is not data:
+            self._data[id(data)] = (data, out)
         return out
-
-    def _distribute_flow(self, flow: DataFlow) -> DataFlow:
-        backend = self._backend
-        workers, replicas = backend.num_workers, backend.num_replicas
-        if isinstance(flow, ArrayFlow):
-            size, length = flow.batch_size, flow.data_length
-            self._check_batch(flow)
-            if length < size:
-                raise ValueError(
-                    f'The DataFlow given to `iter_steps()` has {length} rows, less than one '
-                    f'global batch of {size} rows ({size // workers} for each of {workers} '
-                    f'worker(s), {size // replicas} for each of {replicas} replicas): every '
-                    f'worker needs a batch each epoch; use more data or a smaller batch size')
-            flow = ShardedFlow(flow, workers, backend.worker_index,
-                               seed=self._seed(flow) if flow.is_shuffled else None)
-        elif workers > 1 and not _is_sharded(flow):
-            raise TypeError(
-                f'The DataFlow given to `iter_steps()` ({short_repr(flow)}) cannot be sharded '
-                f'among the {workers} workers: give an ArrayFlow (`DataFlow.arrays(...)`), '
-                f'or shard one yourself (`spt.dataflows.shard_flow(flow, '
-                f'loop.backend.num_workers, loop.backend.worker_index, seed=...)`) and map or '
-                f'thread the sharded flow')
-        strategy = backend.strategy
-
-        def split(*arrays: Any) -> tuple[Any, ...]:
-            return split_batch(strategy, arrays)
-
-        return flow.map(split)
-
-    def _check_batch(self, flow: ArrayFlow) -> None:
-        """Check that the batches of `flow` divide among the replicas."""
-        workers, replicas = self._backend.num_workers, self._backend.num_replicas
-        size = flow.batch_size
-        if size % replicas:
-            raise ValueError(
-                f'The DataFlow given to `iter_steps()` has batches of {size} rows, which do '
-                f'not divide among the {replicas} replicas of the strategy '
-                f'({workers} worker(s)): use a global batch size that is a multiple of '
-                f'{replicas}')
 
     def _seed(self, flow: ArrayFlow) -> int:
         """The shuffling seed of a sharded flow: the saved one when resuming, else one
         drawn from the flow's generator on the chief (sent to every worker)."""
         loop = self._loop
-        states, index = loop.progress.flow_states, len(loop._dataflows)
+        states, index = loop.progress.flow_states, len(loop._iter.dataflows)
         state = states[index] if index < len(states) else None
         start = state.get('start') if isinstance(state, dict) else None
         if isinstance(start, dict) and isinstance(start.get('seed'), int):
@@ -463,14 +394,3 @@ class LoopDistribution:
         draw: Callable[..., Any] = getattr(rng, 'integers', None) or getattr(rng, 'randint')
         seed = float(draw(_MAX_SEED))
         return int(self._backend.broadcast_from_chief(seed))
-
-
-def _is_sharded(flow: Any) -> bool:
-    """Whether `flow` is a ShardedFlow, or made from one by ``map``/``threaded``."""
-    for _ in range(64):
-        if isinstance(flow, ShardedFlow):
-            return True
-        flow = getattr(flow, 'source', None)
-        if not isinstance(flow, DataFlow):
-            return False
-    return False

@@ -1,152 +1,143 @@
-"""The metrics side of the training loop: collecting, timing and printing them."""
+"""The metrics collaborator of the training loop: collecting, timing and printing them."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from ...utils.events import EventSource, Every
+from ...utils.events import Every
 from ...utils.misc import warn_user
 from ...utils.statistics import StatisticsCollector
-from ..components.base import LoopComponent
 from ..event_keys import EventKeys
 from ..metrics.book import MetricBook
-from ..metrics.console import Console
+from ..metrics.console import Console, MetricFormatter
 from ..metrics.monitor import Monitor
 from ..metrics.sinks import EPOCH, EPOCH_LOG, STEP_LOG, plain_stats
 from ..metrics.values import check_metric_value, is_time_metric, to_float
 from ..summary_table import summarize_variables
-from .progress import LoopProgress
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ...backend.base import Backend
     from .core import TrainLoop
+    from .iteration import LoopIteration
 
-__all__ = ['LoopReporting']
+__all__ = ['LoopMetrics', 'NOT_IN_LOOP']
+
+# The metric methods of TrainLoop (assigned in its class body) delegate to its
+# LoopMetrics, `self._metrics`; they are defined below the class.
 
 NOT_IN_LOOP = 'An epoch or a step loop is expected, but neither has been opened'
 
 
-class LoopReporting:
-    """What :class:`~tfsnippet.TrainLoop` does with metrics, as a base class of it.
+class LoopMetrics:
+    """What a :class:`~tfsnippet.TrainLoop` does with metrics: its one
+    :class:`MetricBook`, its :class:`Console`, the best validation metric and
+    the epoch and step timers.
 
-    Every value goes into the loop's one :class:`MetricBook`; the console
-    line (:class:`Console`) and the event handlers read it from there.
+    The loop delegates its metric methods (``collect_metrics``,
+    ``print_logs``, ``timeit``...) here; this object reads the loop's
+    counters and flags through its public properties and writes only its
+    own state.
+
+    Args:
+        loop: The loop it reports for.
+        flags: The loop's iteration (whether an epoch or a step loop is open).
+        print_func, formatter, show_eta, clock: As the loop's arguments.
+        valid_metric_name: The metric whose best value is tracked, or ``None``.
+        valid_metric_mode: ``'min'``, ``'max'`` or ``'auto'``.
     """
 
-    # set by TrainLoop.__init__
-    _book: MetricBook
-    _console: Console
-    _events: EventSource
-    _progress: LoopProgress
-    _valid_monitor: Monitor | None
-    _components: list[LoopComponent]
-    _param_vars: Any
-    _var_groups: list[str] | None
-    _clock: Callable[[], float]
-    _max_epoch: int | None
-    _max_step: int | None
-    _within_epoch: bool
-    _within_step: bool
-    _is_best_valid_metric: bool
-    _epoch_start: float | None
-    _step_start: float | None
-    _time_metrics_handlers: list[Callable[..., Any]]
-    _metrics_handlers: list[Callable[..., Any]]
-    #: merges the printed statistics of every worker (set under multi-worker training)
-    _reduce_stats: Callable[[dict[str, StatisticsCollector]],
-                            dict[str, StatisticsCollector]] | None = None
-    #: the statistics of this epoch's epoch-level lines (merged across workers), if any
-    _printed_epoch: dict[str, StatisticsCollector] | None = None
+    def __init__(self, loop: TrainLoop, flags: LoopIteration, print_func: Callable[[str], Any],
+                 formatter: MetricFormatter, show_eta: bool, clock: Callable[[], float],
+                 valid_metric_name: str | None, valid_metric_mode: str):
+        self._loop = loop
+        self._flags = flags   # whether an epoch or step loop is open, read on every collect
+        self._clock = clock
+        self.console = Console(print_func, formatter, show_eta, clock)
+        self.book = MetricBook()
+        self.valid_monitor = Monitor(valid_metric_name, valid_metric_mode) \
+            if valid_metric_name else None
+        if valid_metric_name:
+            self.book.watch(valid_metric_name, self._on_valid_metric)
+        self.results: dict[str, float] = {}
+        #: whether the last validation value was a new best (the `` (*)`` of the next line)
+        self.is_best = False
+        #: start of the running epoch and step timers (``None``: not running)
+        self.epoch_start: float | None = None
+        self.step_start: float | None = None
+        events = loop.events
+        self._time_handlers = events.handlers(EventKeys.TIME_METRICS_COLLECTED)
+        self._metrics_handlers = events.handlers(EventKeys.METRICS_COLLECTED)
+        #: the statistics of this epoch's epoch-level lines (merged across workers), if any
+        self._printed_epoch: dict[str, StatisticsCollector] | None = None
+        #: whether the table of parameters was printed (a trainer then does not repeat it)
+        self.summary_printed = False
 
-    if TYPE_CHECKING:  # provided by TrainLoop and DisposableContext
-        def _require_entered(self) -> None: ...
+    # ------------------------------------------------------------ the loop's life
+    def enter(self, backend: Backend) -> None:
+        """Work with `backend` (the loop is entered): the book normalises values
+        with it, the console prints as the role of this process says."""
+        self.book.use_backend(backend)
+        self.console.enter(backend)
 
-        @property
-        def step(self) -> int: ...
+    def start_eta(self) -> None:
+        """Start estimating the time left, from the progress now (after a resume)."""
+        self.console.start_eta(self.progress())
 
-        @property
-        def epoch(self) -> int: ...
+    def leave(self) -> None:
+        """The loop is left: forget the values, stop the ETA, print whatever the role."""
+        self.console.stop_eta()
+        self.console.leave()
+        self.book.clear()
 
-        @property
-        def clock(self) -> Callable[[], float]: ...
+    def end_epoch_loop(self) -> None:
+        """The epoch loop ended: no timer runs, the values are forgotten."""
+        self.epoch_start = None
+        self.is_best = False
+        self.book.clear()
 
-    console = property(lambda self: self._console, doc='The console line (tag, ETA, output).')
-    metric_book = property(lambda self: self._book, doc='The one book of collected metrics.')
-    valid_metric_name = property(
-        lambda self: self._valid_monitor.name if self._valid_monitor else None,
-        doc='The name of the validation metric, or ``None`` if not tracked.')
-    valid_metric_smaller_is_better = property(
-        lambda self: self._valid_monitor.mode == 'min' if self._valid_monitor else None,
-        doc='Whether a smaller validation metric is better.')
-    best_valid_metric = property(
-        lambda self: self._valid_monitor.best if self._valid_monitor else None,
-        doc='The best validation metric so far (never NaN), or ``None``.')
+    # ------------------------------------------------------------ timers
+    def record_time(self, name: str, seconds: float) -> None:
+        """Add a duration to the step or epoch statistics and announce it."""
+        loop = self._loop
+        self.book.add_time(name, seconds, self._flags.within_step)
+        if self._time_handlers:
+            loop.events.fire(EventKeys.TIME_METRICS_COLLECTED, loop, {name: seconds})
 
-    @property
-    def print_func(self) -> Callable[[str], Any]:
-        """The function receiving every printed line; settable."""
-        return self._console.print_func
-
-    @print_func.setter
-    def print_func(self, func: Callable[[str], Any]) -> None:
-        self._console.print_func = func
-
-    # ------------------------------------------------------------ metrics and timers
-    def _record_time(self, name: str, seconds: float) -> None:
-        self._book.add_time(name, seconds, self._within_step)
-        if self._time_metrics_handlers:
-            self._events.fire(EventKeys.TIME_METRICS_COLLECTED, self, {name: seconds})
-
-    def _stop_timer(self, name: str) -> None:
-        attr = '_step_start' if name == 'step_time' else '_epoch_start'
-        start = getattr(self, attr)
+    def stop_step_timer(self) -> None:
+        """Record ``step_time`` if the step timer runs."""
+        start = self.step_start
         if start is not None:
-            setattr(self, attr, None)
-            self._record_time(name, self._clock() - start)
-            if name == 'epoch_time':
-                self._book.end_epoch()
+            self.step_start = None
+            self.record_time('step_time', self._clock() - start)
 
-    def collect_metrics(self, metrics: Mapping[str, Any] | None = None, *,
-                        reduce: str | Mapping[str, str] | None = None, **kwargs: Any) -> None:
-        """Add metric values, as a dict and/or as keyword arguments.
+    def stop_epoch_timer(self) -> None:
+        """Record ``epoch_time`` if the epoch timer runs; the epoch's values are closed."""
+        start = self.epoch_start
+        if start is not None:
+            self.epoch_start = None
+            self.record_time('epoch_time', self._clock() - start)
+            self.book.end_epoch()
 
-        Values go to the epoch's statistics, and inside a step loop also to
-        the step's: Python numbers, numpy scalars and arrays (each element a
-        sample) and eager tensors (read when the logs print); eager
-        variables are read now.  ``METRICS_COLLECTED`` fires with the values
-        as stored, then the watchers of these metrics (the best validation
-        metric first) see them.
-
-        Under a ``tf.distribute`` strategy (see :attr:`backend`) a value may
-        also be a ``PerReplica`` result of ``strategy.run`` or a
-        ``RemoteValue`` of ``coordinator.schedule``: it is kept as it is and
-        reduced across replicas when the logs are printed, the **mean** of
-        the replicas' values, or their **sum** with ``reduce='sum'`` (for
-        all the metrics of the call) or ``reduce={'n_correct': 'sum'}`` (per
-        name; so a metric cannot be named ``reduce`` as a keyword argument:
-        pass it in the dict).  Under multi-worker training the printed
-        statistics are then merged across the workers, as one process with
-        the global batch would print them.
-
-        Raises:
-            TypeError: `metrics` is not a dict, or a value is not numeric (a
-                ``PerReplica`` in a loop without a strategy says what to do).
-            ValueError: `reduce` is not ``'mean'``, ``'sum'`` or a dict of them.
-            RuntimeError: No epoch or step loop is open.
-        """
+    # ------------------------------------------------------------ metrics
+    def collect(self, metrics: Mapping[str, Any] | None, reduce: str | Mapping[str, str] | None,
+                kwargs: dict[str, Any]) -> None:
+        """``TrainLoop.collect_metrics``."""
         if metrics is None:
             metrics = kwargs
         elif kwargs or type(metrics) is not dict:
             if not isinstance(metrics, Mapping):
                 raise TypeError(f'`metrics` should be a dict, got {metrics!r}')
             metrics = {**metrics, **kwargs}
-        if not self._within_epoch:
+        flags = self._flags
+        if not flags.within_epoch:
             raise RuntimeError(f'{NOT_IN_LOOP}: `collect_metrics()` needs a loop')
-        book = self._book
-        stored = book.collect(metrics, self._within_step, reduce)
+        book = self.book
+        stored = book.collect(metrics, flags.within_step, reduce)
         if self._metrics_handlers:
-            self._events.fire(EventKeys.METRICS_COLLECTED, self, stored)
+            loop = self._loop
+            loop.events.fire(EventKeys.METRICS_COLLECTED, loop, stored)
         watchers = book.watchers
         if watchers:
             for name in stored:
@@ -154,140 +145,115 @@ class LoopReporting:
                     book.dispatch(stored)
                     break
 
-    def watch_metric(self, name: str, callback: Callable[[float], Any],
-                     every: Every | int | dict[str, Any] | None = None) -> Callable[[], None]:
-        """Call ``callback(value)`` with each collected value of `name` as a float,
-        or only when the schedule `every` is due (see :class:`Every`); return
-        the function that stops it (see :meth:`MetricBook.watch`)."""
-        return self._book.watch(name, callback, Every.coerce(every), counters=self)
+    def watch(self, name: str, callback: Callable[[float], Any],
+              every: Every | int | dict[str, Any] | None = None) -> Callable[[], None]:
+        """``TrainLoop.watch_metric``."""
+        return self.book.watch(name, callback, Every.coerce(every), counters=self._loop)
 
     def _on_valid_metric(self, value: float) -> None:
-        improved = self._valid_monitor.update(value)  # type: ignore[union-attr]
-        self._is_best_valid_metric = improved
-        for c in self._components:
-            c.on_valid_metric(cast('TrainLoop', self), value, improved)
+        improved = self.valid_monitor.update(value)  # type: ignore[union-attr]
+        self.is_best = improved
+        loop = self._loop
+        for c in loop.components:
+            c.on_valid_metric(loop, value, improved)
 
     @contextlib.contextmanager
     def timeit(self, metric_name: str) -> Iterator[None]:
-        """Record the seconds the block takes as `metric_name` (nothing if it raises)."""
+        """``TrainLoop.timeit``."""
         if not isinstance(metric_name, str):
             raise TypeError(f'`metric_name` must be a str, got {metric_name!r}')
-        if not self._within_epoch:
+        if not self._loop.within_epoch:
             raise RuntimeError(f'{NOT_IN_LOOP}: `timeit()` needs a loop')
         start = self._clock()
         yield
-        self._record_time(metric_name, self._clock() - start)
+        self.record_time(metric_name, self._clock() - start)
 
     @contextlib.contextmanager
     def metric_collector(self, metric_name: str) -> Iterator[StatisticsCollector]:
-        """Yield a :class:`StatisticsCollector`; its weighted mean is collected as
-        `metric_name` when the block ends (nothing if it raises or is empty)."""
+        """``TrainLoop.metric_collector``."""
         if not isinstance(metric_name, str):
             raise TypeError(f'`metric_name` must be a str, got {metric_name!r}')
-        if not self._within_epoch:
+        if not self._loop.within_epoch:
             raise RuntimeError(f'{NOT_IN_LOOP}: `metric_collector()` needs a loop')
         collector = StatisticsCollector()
         yield collector
         if collector.has_value:
-            self.collect_metrics({metric_name: float(collector.mean)})
+            self.collect({metric_name: float(collector.mean)}, None, {})
 
     # ------------------------------------------------------------ printing and progress
     def println(self, message: str, with_tag: bool = False) -> None:
-        """Print `message`, after the ``[Epoch e/E, Step s/S, ETA t]`` tag if asked."""
+        """``TrainLoop.println``."""
         if with_tag:
-            if not self._within_epoch:
+            loop = self._loop
+            if not loop.within_epoch:
                 raise RuntimeError(f'{NOT_IN_LOOP}: a tagged line needs a loop')
-            progress = self._progress
-            tag = self._console.tag(progress.epoch, self._max_epoch, progress.step, self._max_step,
-                                    self.get_eta() if self._console.show_eta else None)
+            progress = loop.progress
+            console = self.console
+            tag = console.tag(progress.epoch, loop.max_epoch, progress.step, loop.max_step,
+                              self.eta() if console.show_eta else None)
             message = f'{tag} {message}'
-        self._console.println(message)
+        self.console.println(message)
 
-    @property
-    def results(self) -> dict[str, float]:
-        """The final results recorded by :meth:`collect_results`."""
-        return dict(self.__dict__.get('_results', {}))
-
-    def collect_results(self, results: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        """Record final results (test metrics, after the epoch loop) and print them
-        as one line, ``Results: test acc: 0.97; ...``.
-
-        They are kept in :attr:`results` (a results store of an Experiment
-        records them too); values are checked as metrics and read at once.
-
-        Raises:
-            RuntimeError: The loop is not entered.
-            TypeError: A value is not numeric.
-        """
-        self._require_entered()
+    def collect_results(self, results: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> None:
+        """``TrainLoop.collect_results``."""
         merged = {**(results or {}), **kwargs}
         numbers = {name: to_float(name, check_metric_value(name, value))
                    for name, value in merged.items()}
-        self.__dict__.setdefault('_results', {}).update(numbers)
+        self.results.update(numbers)
         stats = {}
         for name, number in numbers.items():
             stats[name] = StatisticsCollector()
             stats[name].collect(number)
-        self._console.println(f'Results: {self._console.format_stats(stats)}')
+        self.console.println(f'Results: {self.console.format_stats(stats)}')
 
     def notice(self, message: str) -> None:
-        """Tell the user of something unexpected: a warning, and the same line
-        through `print_func` (so a ``logger.info`` log has it too)."""
+        """``TrainLoop.notice``."""
         warn_user(message)
-        self._console.println(message)
-
-    _notice = notice
+        self.console.println(message)
 
     def print_logs(self) -> None:
-        """Print the step (inside a step loop) or epoch statistics since the last
-        print, then clear them; `` (*)`` marks a new best validation metric.
-
-        The matching timer stops first.  ``METRIC_STATS_PRINTED`` and
-        ``TIME_METRIC_STATS_PRINTED`` then fire with ``{name: StatisticsCollector}``.
-        """
-        book = self._book
-        if self._within_step:
-            self._stop_timer('step_time')
+        """``TrainLoop.print_logs``."""
+        loop = self._loop
+        book = self.book
+        within_step = loop.within_step
+        if within_step:
+            self.stop_step_timer()
             stats, clear = book.step_line_stats(), book.clear_step
-        elif self._within_epoch:
-            self._stop_timer('epoch_time')
+        elif loop.within_epoch:
+            self.stop_epoch_timer()
             stats, clear = book.epoch_stats(), book.clear_epoch
         else:
             raise RuntimeError(f'{NOT_IN_LOOP}: `print_logs()` needs a loop')
-        if self._reduce_stats is not None:   # a collective: every worker prints alike
-            stats = self._reduce_stats(stats)
-        if not self._within_step:   # what this epoch announces when it ends
+        # a collective under multi-worker training: every worker prints alike
+        stats = loop.distribution.reduce_printed(stats, within_step)
+        if not within_step:   # what this epoch announces when it ends
             self._keep_printed_epoch(stats)
-        line = self._console.format_stats(stats)
-        if self._is_best_valid_metric:
+        line = self.console.format_stats(stats)
+        if self.is_best:
             line += ' (*)'
-            self._is_best_valid_metric = False
+            self.is_best = False
         self.println(line, with_tag=True)
         metric_stats = {k: v for k, v in stats.items() if not is_time_metric(k)}
         time_stats = {k: v for k, v in stats.items() if is_time_metric(k)}
+        events = loop.events
         try:
             if metric_stats:
-                self._events.fire(EventKeys.METRIC_STATS_PRINTED, self, metric_stats)
+                events.fire(EventKeys.METRIC_STATS_PRINTED, loop, metric_stats)
             if time_stats:
-                self._events.fire(EventKeys.TIME_METRIC_STATS_PRINTED, self, time_stats)
-            self._announce(STEP_LOG if self._within_step else EPOCH_LOG, stats)
+                events.fire(EventKeys.TIME_METRIC_STATS_PRINTED, loop, time_stats)
+            self._announce(STEP_LOG if within_step else EPOCH_LOG, stats)
         finally:
             clear()
-
-    @property
-    def training_summary_printed(self) -> bool:
-        """Whether :meth:`print_training_summary` was called (a trainer's ``run()``
-        then does not print the table again)."""
-        return bool(getattr(self, '_training_summary_printed', False))
 
     # ------------------------------------------------------------ announcing reductions
     def _announce(self, scope: str, stats: Mapping[str, StatisticsCollector]) -> None:
         """Fire ``METRIC_STATS_REDUCED`` with the plain statistics of `scope`
         (converted once, for every handler alike)."""
-        if self._events.handlers(EventKeys.METRIC_STATS_REDUCED):
+        events = self._loop.events
+        if events.handlers(EventKeys.METRIC_STATS_REDUCED):
             plain = plain_stats(stats)
             if plain:
-                self._events.fire(EventKeys.METRIC_STATS_REDUCED, self, scope, plain)
+                events.fire(EventKeys.METRIC_STATS_REDUCED, self._loop, scope, plain)
 
     def _keep_printed_epoch(self, stats: Mapping[str, StatisticsCollector]) -> None:
         kept = self._printed_epoch
@@ -298,7 +264,7 @@ class LoopReporting:
                 kept[name] = StatisticsCollector(c.shape)
             kept[name].merge(c)
 
-    def _close_epoch(self, cut_short: bool = False) -> None:
+    def close_epoch(self, cut_short: bool = False) -> None:
         """Announce this epoch's statistics (scope ``'epoch'``), printed or not;
         an epoch `cut_short` (``break``, an exception) only if it printed a line.
 
@@ -306,33 +272,145 @@ class LoopReporting:
         those merged across the workers when they were printed (no other
         collective is run); without a line, the process's own.
         """
-        stats = self._book.close_epoch()
+        stats = self.book.close_epoch()
         printed, self._printed_epoch = self._printed_epoch, None
         if cut_short and printed is None:
             return
-        if printed and self._reduce_stats is not None:
+        if printed and self._loop.backend.num_workers > 1:
             stats = {**stats, **printed}
         if stats:
             self._announce(EPOCH, stats)
 
     def print_training_summary(self) -> None:
-        """Print the table of `param_vars` (grouped by `var_groups`) and an empty line,
-        as one line of `print_func` (one record for ``logger.info``)."""
-        self._require_entered()
-        self._training_summary_printed = True
-        table = summarize_variables(self._param_vars, title='Trainable Parameters',
+        """``TrainLoop.print_training_summary``."""
+        loop = self._loop
+        self.summary_printed = True
+        table = summarize_variables(loop.param_vars, title='Trainable Parameters',
                                     other_variables_title='Other Parameters',
-                                    groups=self._var_groups)
+                                    groups=loop.var_groups)
         if table:
-            self._console.println(table + '\n')   # one record for a logger, a blank line after
+            self.console.println(table + '\n')   # one record for a logger, a blank line after
 
-    def get_progress(self) -> float | None:
-        """The fraction of training done, in ``[0, 1]``, or ``None`` if unknown
-        (see :meth:`LoopProgress.fraction_done`)."""
-        return self._progress.fraction_done(self._max_epoch, self._max_step,
-                                            self._step_start is not None,
-                                            self._epoch_start is not None)
+    def progress(self) -> float | None:
+        """``TrainLoop.get_progress``."""
+        loop = self._loop
+        return loop.progress.fraction_done(loop.max_epoch, loop.max_step,
+                                           self.step_start is not None,
+                                           self.epoch_start is not None)
 
-    def get_eta(self) -> float | None:
-        """The estimated seconds left, or ``None`` if unknown."""
-        return self._console.eta(self.get_progress())
+    def eta(self) -> float | None:
+        """``TrainLoop.get_eta``."""
+        return self.console.eta(self.progress())
+
+
+# ------------------------------------------------------------ TrainLoop's methods
+def collect_metrics(self: TrainLoop, metrics: Mapping[str, Any] | None = None, *,
+                    reduce: str | Mapping[str, str] | None = None, **kwargs: Any) -> None:
+    """Add metric values, as a dict and/or as keyword arguments.
+
+    Values go to the epoch's statistics, and inside a step loop also to
+    the step's: Python numbers, numpy scalars and arrays (each element a
+    sample) and eager tensors (read when the logs print); eager
+    variables are read now.  ``METRICS_COLLECTED`` fires with the values
+    as stored, then the watchers of these metrics (the best validation
+    metric first) see them.
+
+    Under a ``tf.distribute`` strategy (see :attr:`backend`) a value may
+    also be a ``PerReplica`` result of ``strategy.run`` or a
+    ``RemoteValue`` of ``coordinator.schedule``: it is kept as it is and
+    reduced across replicas when the logs are printed, the **mean** of
+    the replicas' values, or their **sum** with ``reduce='sum'`` (for
+    all the metrics of the call) or ``reduce={'n_correct': 'sum'}`` (per
+    name; so a metric cannot be named ``reduce`` as a keyword argument:
+    pass it in the dict).  Under multi-worker training the printed
+    statistics are then merged across the workers, as one process with
+    the global batch would print them.
+
+    Raises:
+        TypeError: `metrics` is not a dict, or a value is not numeric (a
+            ``PerReplica`` in a loop without a strategy says what to do).
+        ValueError: `reduce` is not ``'mean'``, ``'sum'`` or a dict of them.
+        RuntimeError: No epoch or step loop is open.
+    """
+    self._metrics.collect(metrics, reduce, kwargs)
+
+
+def watch_metric(self: TrainLoop, name: str, callback: Callable[[float], Any],
+                 every: Every | int | dict[str, Any] | None = None) -> Callable[[], None]:
+    """Call ``callback(value)`` with each collected value of `name` as a float,
+    or only when the schedule `every` is due (see :class:`Every`); return
+    the function that stops it (see :meth:`MetricBook.watch`)."""
+    return self._metrics.watch(name, callback, every)
+
+
+def timeit(self: TrainLoop, metric_name: str) -> contextlib.AbstractContextManager[None]:
+    """Record the seconds the block takes as `metric_name` (nothing if it raises)."""
+    return self._metrics.timeit(metric_name)
+
+
+def metric_collector(self: TrainLoop, metric_name: str
+                     ) -> contextlib.AbstractContextManager[StatisticsCollector]:
+    """Yield a :class:`StatisticsCollector`; its weighted mean is collected as
+    `metric_name` when the block ends (nothing if it raises or is empty)."""
+    return self._metrics.metric_collector(metric_name)
+
+
+def println(self: TrainLoop, message: str, with_tag: bool = False) -> None:
+    """Print `message`, after the ``[Epoch e/E, Step s/S, ETA t]`` tag if asked."""
+    self._metrics.println(message, with_tag)
+
+
+def collect_results(self: TrainLoop, results: Mapping[str, Any] | None = None,
+                    **kwargs: Any) -> None:
+    """Record final results (test metrics, after the epoch loop) and print them
+    as one line, ``Results: test acc: 0.97; ...``.
+
+    They are kept in :attr:`results` (a results store of an Experiment
+    records them too); values are checked as metrics and read at once.
+
+    Raises:
+        RuntimeError: The loop is not entered.
+        TypeError: A value is not numeric.
+    """
+    self._require_entered()
+    self._metrics.collect_results(results, kwargs)
+
+
+def notice(self: TrainLoop, message: str) -> None:
+    """Tell the user of something unexpected: a warning, and the same line
+    through `print_func` (so a ``logger.info`` log has it too)."""
+    self._metrics.notice(message)
+
+
+def print_logs(self: TrainLoop) -> None:
+    """Print the step (inside a step loop) or epoch statistics since the last
+    print, then clear them; `` (*)`` marks a new best validation metric.
+
+    The matching timer stops first.  ``METRIC_STATS_PRINTED`` and
+    ``TIME_METRIC_STATS_PRINTED`` then fire with ``{name: StatisticsCollector}``.
+    """
+    self._metrics.print_logs()
+
+
+def print_training_summary(self: TrainLoop) -> None:
+    """Print the table of `param_vars` (grouped by `var_groups`) and an empty line,
+    as one line of `print_func` (one record for ``logger.info``)."""
+    self._require_entered()
+    self._metrics.print_training_summary()
+
+
+def training_summary_printed(self: TrainLoop) -> bool:
+    """Whether :meth:`print_training_summary` was called (a trainer's ``run()``
+    then does not print the table again)."""
+    return self._metrics.summary_printed
+
+
+def get_progress(self: TrainLoop) -> float | None:
+    """The fraction of training done, in ``[0, 1]``, or ``None`` if unknown
+    (see :meth:`LoopProgress.fraction_done`)."""
+    return self._metrics.progress()
+
+
+def get_eta(self: TrainLoop) -> float | None:
+    """The estimated seconds left, or ``None`` if unknown."""
+    return self._metrics.eta()

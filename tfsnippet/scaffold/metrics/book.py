@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ...backend.distributed import PendingValue, is_distributed_value
+from ...backend.base import Backend
+from ...backend.local import LocalBackend
+from ...backend.values import PendingValue, is_distributed_value
 from ...utils.events import NO_COUNTERS, Counters, Every
 from ...utils.statistics import StatisticsCollector
 from ...utils.validation import short_repr
@@ -33,17 +35,22 @@ class MetricBook:
     per-step cost is one list append and an eager tensor is copied to the
     host once.  Eager variables are read when collected.
 
-    Under a ``tf.distribute`` strategy the loop sets :attr:`normalize` (its
-    backend's ``normalize_metric``: ``PerReplica`` and ``RemoteValue``
-    values are kept as they are, reduced across replicas at print time) and,
-    under multi-worker training, :attr:`read_watched` (a watched value is
-    averaged across the workers, so every worker decides alike).
+    The book works with the loop's backend (:meth:`use_backend`, when the
+    loop is entered): under a ``tf.distribute`` strategy its
+    ``normalize_metric`` keeps ``PerReplica`` and ``RemoteValue`` values as
+    they are (reduced across replicas at print time), and a watched value
+    is averaged across the workers (``worker_mean``), so every worker
+    decides alike.
+
+    Args:
+        backend: The backend to start with (a :class:`~tfsnippet.backend.LocalBackend`
+            by default).
     """
 
     #: A loop asks for :meth:`compact` when ``step & COMPACT_MASK == 0`` (every 1024 steps).
     COMPACT_MASK = 1023
 
-    def __init__(self) -> None:
+    def __init__(self, backend: Backend | None = None) -> None:
         self.step_pending: dict[str, list[Any]] = {}    # inside steps, not reduced yet
         self.epoch_pending: dict[str, list[Any]] = {}   # outside steps, not reduced yet
         self._step_stats: dict[str, StatisticsCollector] = {}
@@ -56,10 +63,26 @@ class MetricBook:
         # {metric name: its watchers}; read-only outside the book (use `watch`)
         self.watchers: dict[str, list[tuple[Callable[[float], Any], Every | None,
                                              Counters]]] = {}
-        #: ``normalize(name, value, reduce)`` of distributed values, or None (no strategy)
-        self.normalize: Callable[[str, Any, str], Any] | None = None
-        #: ``read_watched(name, value) -> float``: how a watcher's value is read
-        self.read_watched: Callable[[str, Any], float] = to_float
+        self._backend: Backend = LocalBackend()
+        # the backend's normalize_metric, when it may keep values of its own
+        self._normalize: Callable[[str, Any, str], Any] | None = None
+        self.use_backend(backend or self._backend)
+
+    @property
+    def backend(self) -> Backend:
+        """The backend that normalises collected values and averages watched ones."""
+        return self._backend
+
+    def use_backend(self, backend: Backend) -> None:
+        """Work with `backend` from now on (the loop's, when it is entered).
+
+        Raises:
+            TypeError: `backend` is not a :class:`~tfsnippet.backend.Backend`.
+        """
+        if not isinstance(backend, Backend):
+            raise TypeError(f'`backend` must be a Backend, got {short_repr(backend)}')
+        self._backend = backend
+        self._normalize = backend.normalize_metric if backend.holds_replica_values else None
 
     # ------------------------------------------------------------ collecting
     def collect(self, metrics: Mapping[str, Any], within_step: bool,
@@ -68,13 +91,13 @@ class MetricBook:
 
         `reduce` (``'mean'``, ``'sum'`` or ``{name: mode}``) says how the
         values of replicas are combined, under a strategy (see
-        :attr:`normalize`); without one it is checked and ignored.
+        :meth:`use_backend`); without one it is checked and ignored.
 
         Raises:
             TypeError: A name is not a str or a value is not numeric.
             ValueError: `reduce` is not ``'mean'``, ``'sum'`` or a dict of them.
         """
-        if reduce is not None and self.normalize is not None:
+        if reduce is not None and self._normalize is not None:
             metrics = self._check(metrics, reduce)
         else:
             if reduce is not None:   # no strategy: checked, then as without it
@@ -96,7 +119,7 @@ class MetricBook:
     def _check(self, metrics: Mapping[str, Any],
                reduce: str | Mapping[str, str] | None = None) -> dict[str, Any]:
         modes = _reduce_modes(reduce, metrics)
-        normalize = self.normalize
+        normalize = self._normalize
         out = {}
         for name, value in metrics.items():
             if not isinstance(name, str):
@@ -162,7 +185,7 @@ class MetricBook:
                 for callback, every, counters in tuple(entries):
                     if every is None or every.due(counters):
                         if number is None:
-                            number = self.read_watched(name, value)
+                            number = self._backend.worker_mean(to_float(name, value))
                         callback(number)
 
     # ------------------------------------------------------------ statistics

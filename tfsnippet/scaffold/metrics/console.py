@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -11,6 +12,9 @@ from ...utils.misc import ETA, humanize_duration
 from ...utils.statistics import StatisticsCollector
 from ...utils.validation import check_bool
 from .values import is_time_metric
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...backend.base import Backend
 
 __all__ = ['MetricFormatter', 'DefaultMetricFormatter', 'Console', 'format_metric_stats']
 
@@ -75,6 +79,10 @@ class Console:
     Components that need the terminal (a progress bar) :meth:`wrap` the
     output instead of replacing ``print_func``.
 
+    While the loop is entered (:meth:`enter`) on a worker that is not the
+    chief, lines meant for the builtin ``print`` are dropped; another
+    ``print_func`` (a logger, a list) still receives them.
+
     Args:
         print_func: Receives every line (``print``, ``logger.info``,
             ``lines.append``...).
@@ -93,6 +101,15 @@ class Console:
         self._clock = clock
         self._eta: ETA | None = None
         self._wrappers: list[Callable[[Callable[[str], Any], str], Any]] = []
+        self._muted = False   # a worker that is not the chief: the builtin print is silent
+
+    def enter(self, backend: Backend) -> None:
+        """Print as the role of this process in `backend` says (the loop is entered)."""
+        self._muted = not backend.is_chief
+
+    def leave(self) -> None:
+        """Print again whatever the role (the loop is left)."""
+        self._muted = False
 
     @property
     def print_func(self) -> Callable[[str], Any]:
@@ -119,13 +136,16 @@ class Console:
     def println(self, message: str) -> None:
         """Send `message` to `print_func`, through the wrappers (last added outermost)."""
         wrappers = self._wrappers
+        output = self._print_func
+        if self._muted and output is builtins.print:
+            output = _silent
         if not wrappers:
-            self._print_func(message)
+            output(message)
             return
 
         def emit(line: str, depth: int = 0) -> None:
             if depth == len(wrappers):
-                self._print_func(line)
+                output(line)
             else:
                 wrappers[depth](lambda text: emit(text, depth + 1), line)
         emit(message)
@@ -164,3 +184,7 @@ class Console:
     def format_stats(self, stats: Mapping[str, StatisticsCollector]) -> str:
         """The metric part of a log line."""
         return format_metric_stats(stats, self.formatter)
+
+
+def _silent(line: str) -> None:
+    """Where the lines of a worker that is not the chief go instead of ``print``."""

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from ...backend.distributed import (PendingValue, is_distributed_value, per_replica_error,
+from ...backend.values import (PendingValue, is_distributed_value, per_replica_error,
                                     to_host_values)
 from ...utils.misc import humanize_duration
 from ...utils.statistics import StatisticsCollector

@@ -1,0 +1,227 @@
+"""The kinds of metric values a backend keeps: pending, per-replica and remote values.
+
+A value collected under a ``tf.distribute`` strategy is kept as it was
+produced (no device sync, no remote fetch) and reduced to host numbers only
+when the logs are printed: :func:`to_host_values` reduces many at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from ..utils.validation import short_repr
+
+__all__ = ['PendingValue', 'ReplicaValue', 'RemoteMetricValue', 'to_host_values',
+           'is_distributed_value', 'per_replica_error', 'check_replica_parts']
+
+
+# --------------------------------------------------------------- kept values
+class PendingValue:
+    """A metric value kept as it was produced, copied to the host only when reduced.
+
+    :meth:`~tfsnippet.backend.Backend.to_host_values` reduces many of them in one go;
+    ``np.asarray(value)`` reduces one (a device sync or a remote fetch each
+    time: for the few values that are read at once).
+    """
+
+    __slots__ = ()
+
+    def host_value(self) -> np.ndarray:
+        """The reduced value, as a float64 array (waits for the device or the worker)."""
+        raise NotImplementedError()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        value = self.host_value()
+        return value if dtype is None else value.astype(dtype)
+
+
+class ReplicaValue(PendingValue):
+    """One metric value per local replica (a ``PerReplica`` result of ``strategy.run``).
+
+    Args:
+        parts: The replicas' eager tensors (or arrays), all of one shape.
+        mean: Average the parts (else sum them).
+        factor: Multiplies the reduced value (see
+            :meth:`DistributedBackend.normalize_metric`).
+    """
+
+    __slots__ = ('parts', 'mean', 'factor')
+
+    def __init__(self, parts: tuple[Any, ...], mean: bool, factor: float = 1.):
+        self.parts = parts
+        self.mean = mean
+        self.factor = factor
+
+    def host_value(self) -> np.ndarray:
+        arrays = [np.asarray(p.numpy() if isinstance(p, tf.Tensor) else p, dtype=np.float64)
+                  for p in self.parts]
+        total = np.sum(arrays, axis=0)
+        return np.asarray(total * (self.factor / len(arrays) if self.mean else self.factor))
+
+    def __repr__(self) -> str:
+        mode = 'mean' if self.mean else 'sum'
+        return (f'ReplicaValue({mode} of {len(self.parts)} replicas, '
+                f'parts={[short_repr(p) for p in self.parts]})')
+
+
+class RemoteMetricValue(PendingValue):
+    """A metric value that a worker of a parameter-server job is computing.
+
+    Args:
+        remote: The ``RemoteValue`` returned by ``coordinator.schedule``.
+        coordinator: The ``ClusterCoordinator`` that scheduled it.
+        mean: Average over the replicas of the worker, if it returns one
+            value per replica (else sum them).
+    """
+
+    __slots__ = ('remote', 'coordinator', 'mean')
+
+    def __init__(self, remote: Any, coordinator: Any, mean: bool):
+        self.remote = remote
+        self.coordinator = coordinator
+        self.mean = mean
+
+    def host_value(self) -> np.ndarray:
+        return _reduce_fetched(self.coordinator.fetch(self.remote), self.mean)
+
+    def __repr__(self) -> str:
+        return f'RemoteMetricValue({"mean" if self.mean else "sum"}, {self.remote!r})'
+
+
+def _reduce_fetched(result: Any, mean: bool) -> np.ndarray:
+    if isinstance(result, tf.distribute.DistributedValues):
+        arrays = [np.asarray(v, dtype=np.float64) for v in result.values]
+        total = np.sum(arrays, axis=0)
+        return np.asarray(total / len(arrays) if mean else total)
+    return np.asarray(result, dtype=np.float64)
+
+
+def to_host_values(values: Sequence[Any]) -> np.ndarray:
+    """Reduce kept values to host numbers in one go: one flat float64 array.
+
+    Every element of every reduced value is one entry, in order (a
+    scalar metric gives one entry per value).  :class:`ReplicaValue`\\ s
+    of one shape and devices are stacked on each device and copied to
+    the host once per device, :class:`RemoteMetricValue`\\ s are fetched
+    with one ``coordinator.fetch``, numbers and arrays are taken as they
+    are and eager tensors are copied one by one.
+
+    Raises:
+        TypeError: An entry is not numeric.
+    """
+    results: list[np.ndarray | None] = [None] * len(values)
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    remote: list[int] = []
+    for i, v in enumerate(values):
+        if type(v) is ReplicaValue:
+            parts = v.parts
+            if all(isinstance(p, tf.Tensor) for p in parts):
+                key = tuple((p.device, p.dtype, tuple(p.shape)) for p in parts)
+                groups.setdefault(key, []).append(i)
+            else:
+                results[i] = v.host_value()
+        elif type(v) is RemoteMetricValue:
+            remote.append(i)
+        elif isinstance(v, tf.Tensor):
+            results[i] = np.asarray(v.numpy(), dtype=np.float64)
+        else:
+            try:
+                results[i] = np.asarray(v, dtype=np.float64)
+            except (TypeError, ValueError) as e:
+                raise TypeError(f'`values[{i}]` is not numeric: {short_repr(v)}') from e
+    for key, indices in groups.items():
+        replicas = []
+        for r, (device, _, _) in enumerate(key):
+            with tf.device(device):
+                stacked = tf.stack([values[i].parts[r] for i in indices])
+            replicas.append(np.asarray(stacked.numpy(), dtype=np.float64))
+        sums = np.sum(replicas, axis=0)
+        for j, i in enumerate(indices):
+            v = values[i]
+            results[i] = sums[j] * (v.factor / len(key) if v.mean else v.factor)
+    if remote:
+        by_coordinator: dict[int, list[int]] = {}
+        for i in remote:
+            by_coordinator.setdefault(id(values[i].coordinator), []).append(i)
+        for indices in by_coordinator.values():
+            fetched = values[indices[0]].coordinator.fetch([values[i].remote for i in indices])
+            for i, result in zip(indices, fetched):
+                results[i] = _reduce_fetched(result, values[i].mean)
+    if not results:
+        return np.zeros([0], dtype=np.float64)
+    return np.concatenate([np.ravel(r) for r in results if r is not None])
+
+
+def is_distributed_value(value: Any) -> bool:
+    """Whether `value` is a ``DistributedValues`` (e.g. ``PerReplica``) or a ``RemoteValue``."""
+    return isinstance(value, (tf.distribute.DistributedValues,
+                              tf.distribute.experimental.coordinator.RemoteValue))
+
+
+def per_replica_error(name: str, value: Any, in_loop: bool = False) -> TypeError:
+    """The error for a per-replica (or remote) value found where one number is expected.
+
+    `in_loop`: `value` was collected as a metric by a loop that knows no
+    strategy (the advice is then to give it one).  Returns the error, to be
+    raised by the caller (``raise per_replica_error(...)``).
+    """
+    remote = isinstance(value, tf.distribute.experimental.coordinator.RemoteValue)
+    if remote:
+        what = 'a RemoteValue (the result of `coordinator.schedule`)'
+        fix = 'fetch it yourself with `coordinator.fetch(value)`'
+        loop_fix = ('pass `strategy=` and `coordinator=` to the TrainLoop, which fetches it '
+                    'when the logs are printed')
+    else:
+        parts = tuple(getattr(value, 'values', ()))
+        shown = short_repr(parts[0]) if parts else short_repr(value)
+        what = f'a per-replica value ({type(value).__name__} of {len(parts)} replicas, ' \
+               f'each like {shown})'
+        fix = ('reduce it yourself with `strategy.reduce(tf.distribute.ReduceOp.MEAN, value, '
+               'axis=None)`')
+        loop_fix = ('pass `strategy=` to the TrainLoop (or enter `strategy.scope()` before the '
+                    'loop), which reduces it across replicas when the logs are printed')
+    if in_loop:
+        return TypeError(f'Metric `{name}` is {what}, but the loop has no tf.distribute '
+                         f'strategy: {loop_fix}, or {fix}')
+    return TypeError(f'`{name}` is {what}, where a number is expected: collect it with '
+                     f'`loop.collect_metrics()`, which '
+                     f'{"fetches it" if remote else "reduces it across replicas"} when the '
+                     f'logs are printed, or {fix}')
+
+
+def check_replica_parts(name: str, parts: tuple[Any, ...]) -> None:
+    """Check that the replicas' values of metric `name` are numeric, eager and of one shape."""
+    shape = None
+    for part in parts:
+        if isinstance(part, tf.Tensor):
+            if not hasattr(part, 'numpy'):
+                if not tf.executing_eagerly() and not tf.inside_function():   # TF1 graph
+                    raise TypeError(
+                        f'Metric `{name}` is a per-replica value of graph tensors '
+                        f'{short_repr(part)}: in graph mode collect numbers, the result of '
+                        f'`session.run(strategy.reduce(tf.distribute.ReduceOp.MEAN, value, '
+                        f'axis=None))`')
+                raise TypeError(
+                    f'Metric `{name}` is a per-replica value of symbolic tensors '
+                    f'{short_repr(part)}: return it from the `tf.function` and collect the '
+                    f'result outside')
+            dtype = part.dtype
+            if not (dtype.is_floating or dtype.is_integer or dtype.is_bool):
+                raise TypeError(f'Metric `{name}` must be numeric, got a per-replica value '
+                                f'of {dtype.name}: {short_repr(part)}')
+            part_shape = tuple(part.shape)
+        else:
+            if isinstance(part, (str, bytes)) or np.asarray(part).dtype.kind not in 'biuf':
+                raise TypeError(f'Metric `{name}` must be numeric, got {short_repr(part)}')
+            part_shape = np.shape(part)
+        if shape is None:
+            shape = part_shape
+        elif part_shape != shape:
+            raise ValueError(
+                f'Metric `{name}` has values of different shapes on the replicas: '
+                f'{[short_repr(p) for p in parts]}; return values of one shape from every '
+                f'replica')
