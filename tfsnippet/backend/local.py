@@ -9,7 +9,7 @@ import numpy as np
 
 from ..distributed.cluster import ClusterInfo
 from ..utils.statistics import StatisticsCollector
-from ..utils.tf_vars import normalize_variables
+from ..tfops.tf_vars import normalize_variables
 from ..utils.validation import short_repr
 from .base import Backend
 from .values import is_distributed_value, per_replica_error, to_host_values
