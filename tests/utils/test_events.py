@@ -359,6 +359,7 @@ def test_clear_event_handlers_accepts_event_keys_member():
     ('TIME_METRICS_COLLECTED', 'time_metrics_collected'),
     ('METRIC_STATS_PRINTED', 'metric_stats_printed'),
     ('TIME_METRIC_STATS_PRINTED', 'time_metric_stats_printed'),
+    ('METRIC_STATS_REDUCED', 'metric_stats_reduced'),
     ('SUMMARY_ADDED', 'summary_added'),
     ('STEP_EVALUATION', 'step_evaluation'),
     ('STEP_ANNEALING', 'step_annealing'),
@@ -378,4 +379,4 @@ def test_event_keys_values(member, value):
 
 
 def test_event_keys_has_exactly_the_documented_members():
-    assert len(EventKeys) == 19
+    assert len(EventKeys) == 20
