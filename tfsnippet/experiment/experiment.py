@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import numbers
@@ -104,7 +105,7 @@ class RunResults(Mapping[str, float]):
 class _Tee:
     """A text stream that writes to the original stream and to the run's console file."""
 
-    def __init__(self, stream: IO[str], copy: IO[str]) -> None:
+    def __init__(self, stream: IO[str], copy: IO[str] | _ConsoleCopy) -> None:
         self._stream = stream
         self._copy = copy
 
@@ -125,6 +126,41 @@ class _Tee:
 
     def __getattr__(self, name: str) -> Any:   # isatty, fileno, encoding...
         return getattr(self._stream, name)
+
+
+class _ConsoleCopy:
+    """The copy of the console for ``console.log``: held in memory until :meth:`open`
+    (a resumed run writes nothing into its directory before the resume works)."""
+
+    def __init__(self) -> None:
+        self._buffer: io.StringIO | None = io.StringIO()
+        self._file: IO[str] | None = None
+
+    def open(self, path: str) -> None:
+        """Append what was held, then write through to the file at `path`."""
+        if self._buffer is None:
+            return
+        self._file = open(path, 'a', encoding='utf-8', buffering=1)
+        self._file.write(self._buffer.getvalue())
+        self._buffer = None
+
+    def write(self, text: str) -> int:
+        if self._file is not None:
+            return self._file.write(text)
+        if self._buffer is not None:
+            return self._buffer.write(text)
+        return 0
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+
+    def close(self) -> None:
+        """Close the file; what is still held is dropped (the run is left as it was)."""
+        self._buffer = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 class Experiment(Generic[_C]):
@@ -181,6 +217,14 @@ class Experiment(Generic[_C]):
     are applied on top of the saved config (to extend ``--max_epoch``, say):
     the fields they change are printed and saved.  A saved config that no
     longer matches the config class is an error naming the fields.
+    Nothing of the run's record (``config.json``, ``run.json``,
+    ``console.log``, HParams, its row in the results store) changes before
+    the resume is known to work: until the first TrainLoop made inside the
+    block has restored its checkpoint (see :meth:`confirm_resume`), or
+    something is recorded, or the block is left normally.  A resume that
+    fails before leaves the run exactly as it was, and the exception gets a
+    note naming the saved values of the fields the command line changed
+    (``--hidden 64``), to pass instead.
 
     **Several workers** (``TF_CONFIG`` or SLURM, see
     :func:`~tfsnippet.distributed.cluster_info`): only the chief writes
@@ -318,7 +362,7 @@ class Experiment(Generic[_C]):
         self._store_sink: StoreSink | None = None
         self._live_sinks: list[Any] = []
         self._started_sinks: list[Any] = []
-        self._console: IO[str] | None = None
+        self._console: _ConsoleCopy | None = None
         self._saved_streams: tuple[Any, Any] | None = None
         self._hparams_writer: Any = None
         self._best: dict[str, float] = {}
@@ -330,6 +374,8 @@ class Experiment(Generic[_C]):
         self._heartbeat_thread: threading.Thread | None = None
         self._lock = threading.RLock()
         self._info: dict[str, Any] = {}
+        # a resumed run's start not recorded yet (see `confirm_resume`)
+        self._start_pending = False
 
     # ---------------------------------------------------------------- properties
     @property
@@ -413,8 +459,59 @@ class Experiment(Generic[_C]):
             _ACTIVE.remove(self)
         status = _status_of(exc)
         self._status = status
-        if self._is_chief:
-            self._finish(status, exc)
+        if not self._is_chief:
+            return
+        if self._start_pending and status != 'completed':
+            self._abandon(exc)   # the resume did not work: the run is left as it was
+            return
+        try:
+            self._confirm_start()
+        except BaseException as e:
+            self._finish('failed', e)
+            raise
+        self._finish(status, exc)
+
+    def confirm_resume(self) -> None:
+        """Record a resumed run's start now: its config, ``run.json``, console
+        copy, sinks and HParams (nothing of a new run waits for this).
+
+        A TrainLoop made inside the block calls it once it has restored its
+        checkpoint; recording anything and leaving the block normally call it
+        too.  Until then a resumed run's record is untouched, so a resume that
+        fails (a checkpoint that cannot take a changed field) leaves it as it was.
+        """
+        if self._start_pending and self.active:
+            self._confirm_start()
+
+    def _confirm_start(self) -> None:
+        if self._start_pending:
+            self._start_pending = False
+            with self._lock:
+                self._record_start()
+
+    def _abandon(self, exc: BaseException | None) -> None:
+        """Close what a resumed run that failed before its start was recorded opened."""
+        self._start_pending = False
+        self._heartbeat_stop.set()
+        if self._heartbeat_thread is not None:
+            self._heartbeat_thread.join()
+            self._heartbeat_thread = None
+        self._stop_tee()
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        if isinstance(exc, Exception):
+            instead = ' '.join(f'--{k} {_cli_value(old)}' for k, (old, _) in
+                               self._overrides.items())
+            note = (f'The resume of run {self._run_id!r} failed before the loop restored its '
+                    f'checkpoint: the run is left as it was (nothing recorded).')
+            if instead:
+                changed = ', '.join(f'{k}: {old!r} -> {new!r}'
+                                    for k, (old, new) in self._overrides.items())
+                note += (f' The command line changed {changed}; if the checkpoint cannot take '
+                         f'that, resume with the saved values ({instead}) or without these '
+                         f'options, or start a new run (another name) for the new values.')
+            exc.add_note(note)
 
     def _start(self) -> None:
         self._store = ResultsStore(self._root, stale_after=self._stale_after)
@@ -426,10 +523,7 @@ class Experiment(Generic[_C]):
             raise ValueError(f'`root` is not a writable directory: cannot create the run '
                              f'directory {self._run_dir!r} ({e.strerror or e})') from e
         try:
-            config = config_to_dict(self._config)
-            write_json(os.path.join(self._run_dir, CONFIG_FILE), config)
             self._info = self._collect_info()
-            write_json(os.path.join(self._run_dir, RUN_FILE), self._info)
             if self._tee_wanted:
                 self._start_tee()
             if self._resumed:
@@ -437,20 +531,32 @@ class Experiment(Generic[_C]):
                                   for k, (old, new) in self._overrides.items())
                 print(f'Resuming run {self._run_id!r} in {self._run_dir}'
                       f'{" with command-line overrides" + changed if changed else ""}')
-            self._store_sink = StoreSink(self._store)
-            self._live_sinks = [self._store_sink, *self._sinks]
-            info = {k: v for k, v in self._info.items() if k != 'starts'}
-            for sink in list(self._live_sinks):
-                if self._call(sink, 'start', self._run_id, self._name, config, info):
-                    self._started_sinks.append(sink)
-            if self._hparams_wanted:
-                self._start_hparams(config)
+                self._start_pending = True   # recorded once the resume works
+            else:
+                self._record_start()
         except BaseException:
             self._finish('failed', None)
             raise
         self._heartbeat_thread = threading.Thread(
             target=self._heartbeat_loop, name=f'tfsnippet-heartbeat-{self._run_id}', daemon=True)
         self._heartbeat_thread.start()
+
+    def _record_start(self) -> None:
+        """Write the run's config, run.json and console copy; start the sinks and HParams."""
+        config = config_to_dict(self._config)
+        write_json(os.path.join(self._run_dir, CONFIG_FILE), config)
+        write_json(os.path.join(self._run_dir, RUN_FILE), self._info)
+        if self._console is not None:
+            self._console.open(os.path.join(self._run_dir, CONSOLE_FILE))
+        assert self._store is not None
+        self._store_sink = StoreSink(self._store)
+        self._live_sinks = [self._store_sink, *self._sinks]
+        info = {k: v for k, v in self._info.items() if k != 'starts'}
+        for sink in list(self._live_sinks):
+            if self._call(sink, 'start', self._run_id, self._name, config, info):
+                self._started_sinks.append(sink)
+        if self._hparams_wanted:
+            self._start_hparams(config)
 
     def _finish(self, status: str, exc: BaseException | None) -> None:
         self._heartbeat_stop.set()
@@ -505,6 +611,7 @@ class Experiment(Generic[_C]):
         """
         if not self._is_chief or not self.active:
             return
+        self._confirm_start()
         with self._lock:
             if epochs:
                 self._last_step = max(self._last_step, max(e[0] for e in epochs))
@@ -535,6 +642,7 @@ class Experiment(Generic[_C]):
                                '`with` block')
         if not self._is_chief or not values:
             return
+        self._confirm_start()
         with self._lock:
             for sink in list(self._live_sinks):
                 self._call(sink, 'log_results', dict(values))
@@ -578,8 +686,9 @@ class Experiment(Generic[_C]):
             except (OSError, ValueError, AttributeError):
                 previous = []
         script = sys.argv[0] if sys.argv and sys.argv[0] else ''
-        command = shlex.join([sys.executable, script, *self._argv] if script
-                             else [sys.executable, *self._argv])
+        # the command that ran (options the script reads itself, `--root`, included);
+        # `argv` below holds what the config was parsed from
+        command = shlex.join([sys.executable, *sys.argv] if script else [sys.executable])
         now = time.time()
         start = {'time': now, 'host': socket.gethostname(), 'pid': os.getpid(),
                  'argv': list(self._argv), 'overrides': {k: list(v) for k, v in
@@ -595,8 +704,7 @@ class Experiment(Generic[_C]):
         }
 
     def _start_tee(self) -> None:
-        self._console = open(os.path.join(self._run_dir, CONSOLE_FILE), 'a', encoding='utf-8',
-                             buffering=1)
+        self._console = _ConsoleCopy()
         self._saved_streams = (sys.stdout, sys.stderr)
         sys.stdout = _Tee(sys.stdout, self._console)
         sys.stderr = _Tee(sys.stderr, self._console)
@@ -634,6 +742,13 @@ def _status_of(exc: BaseException | None) -> str:
         if exc.code in (None, 0):
             return 'completed'
     return 'failed'
+
+
+def _cli_value(value: Any) -> str:
+    """`value` as a command-line option value (``--field VALUE``)."""
+    text = json.dumps(value) if isinstance(value, (list, dict, bool)) or value is None \
+        else str(value)
+    return shlex.quote(text)
 
 
 def _check_run_name(name: Any, what: str) -> None:

@@ -46,7 +46,9 @@ class RunRecorder(LoopComponent):
     the end of an epoch when the Experiment's ``flush_secs`` have passed on
     the loop's clock since the last hand-over (which is one transaction of
     the store), and when the loop is left, with ``loop.results`` (from
-    ``collect_results``) as final results.
+    ``collect_results``) as final results.  When the loop is entered (its
+    checkpoint restored) it calls the target's ``confirm_resume()``, if it
+    has one: a resumed run is recorded only once its resume has worked.
 
     Args:
         target: The Experiment to record into.
@@ -71,6 +73,10 @@ class RunRecorder(LoopComponent):
         return self._target
 
     def on_enter(self, loop: TrainLoop) -> None:
+        # every component has restored its state: a resumed run's start may be recorded
+        confirm = getattr(self._target, 'confirm_resume', None)
+        if callable(confirm):
+            confirm()
         self._pending, self._current, self._printed, self._best = [], {}, False, {}
         self._totals = {}
         self._last_flush = loop.clock()
