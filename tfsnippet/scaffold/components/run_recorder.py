@@ -46,7 +46,8 @@ class RunRecorder(LoopComponent):
     the end of an epoch when the Experiment's ``flush_secs`` have passed on
     the loop's clock since the last hand-over (which is one transaction of
     the store), and when the loop is left, with ``loop.results`` (from
-    ``collect_results``) as final results.  When the loop is entered (its
+    ``collect_results``) as final results; results collected after the
+    loop's block (the best weights restored) are recorded at once.  When the loop is entered (its
     checkpoint restored) it calls the target's ``confirm_resume()``, if it
     has one: a resumed run is recorded only once its resume has worked.
 
@@ -153,3 +154,12 @@ class RunRecorder(LoopComponent):
         results = loop.results
         if results and self._target.active:   # else the Experiment was left before the loop
             self._target.results.update(results)
+
+    def on_results(self, loop: TrainLoop, results: dict[str, float]) -> None:
+        """Record results collected after the loop's block (the best weights restored)."""
+        if not self._target.active:
+            raise RuntimeError(
+                f'`collect_results()` after the loop\'s `with` block records into the '
+                f'Experiment only while its `with` block is open, and it has been left: '
+                f'collect {sorted(results)} inside the Experiment\'s block')
+        self._target.results.update(results)

@@ -57,6 +57,10 @@ class LoopReporting:
                             dict[str, StatisticsCollector]] | None = None
 
     if TYPE_CHECKING:  # provided by TrainLoop and DisposableContext
+        _has_entered: bool
+        _is_entered: bool
+        _components: list[LoopComponent]
+
         def _require_entered(self) -> None: ...
 
         @property
@@ -211,15 +215,28 @@ class LoopReporting:
 
         They are kept in :attr:`results` (a results store of an Experiment
         records them too); values are checked as metrics and read at once.
+        They may be collected inside the ``with`` block, or after it has been
+        left: then ``early_stopping=True`` has restored the best weights, so
+        a test score computed there is the best epoch's (an Experiment whose
+        block is still open records it at once, through the loop's components'
+        :meth:`~tfsnippet.scaffold.components.base.LoopComponent.on_results`).
 
         Raises:
-            RuntimeError: The loop is not entered.
+            RuntimeError: The loop has not been entered yet, or a component
+                cannot record results collected after the block.
             TypeError: A value is not numeric.
         """
-        self._require_entered()
+        left = self._has_entered and not self._is_entered
+        if not left and not self._is_entered:
+            raise RuntimeError('`collect_results()` needs the loop entered: call it inside its '
+                               '`with` block, or after the block has been left (the best '
+                               'weights are restored then)')
         merged = {**(results or {}), **kwargs}
         numbers = {name: to_float(name, check_metric_value(name, value))
                    for name, value in merged.items()}
+        if left:   # the components have exited: each is told of the late results
+            for component in self._components:
+                component.on_results(cast('TrainLoop', self), dict(numbers))
         self.__dict__.setdefault('_results', {}).update(numbers)
         stats = {}
         for name, number in numbers.items():
