@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import difflib
 import functools
 import importlib
 import inspect
@@ -18,6 +17,8 @@ import types
 import typing
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeVar, Union
+
+from ..utils.suggest import closest_dotted   # issue 22: the suggestions for unknown names
 
 __all__ = [
     'Config', 'ConfigField', 'config_from_dict', 'config_to_dict', 'get_config_defaults',
@@ -543,8 +544,9 @@ def _unknown_listing(cls: type, unknown: Sequence[str], path: str = '') -> str:
     candidates = [_join(path, p) for p in _all_paths(cls)]
     parts = []
     for path in unknown:
-        close = difflib.get_close_matches(path, candidates, n=1)
-        parts.append(f'`{path}` (did you mean `{close[0]}`?)' if close else f'`{path}`')
+        # issue 22: a same-named field of another section, or an abbreviation, first
+        close = closest_dotted(path, candidates)
+        parts.append(f'`{path}` (did you mean `{close}`?)' if close else f'`{path}`')
     return ', '.join(parts)
 
 
@@ -1151,8 +1153,9 @@ def _unrecognized_message(extras: Sequence[str], options: Sequence[str]) -> str:
     parts = []
     for extra in flagged:
         name = extra.split('=', 1)[0]
-        close = difflib.get_close_matches(name, options, n=1)
-        parts.append(f'`{name}` (did you mean `{close[0]}`?)' if close else f'`{name}`')
+        # issue 22: `--lr` suggests `--optimizer.lr` (see closest_dotted)
+        close = closest_dotted(name, options)
+        parts.append(f'`{name}` (did you mean `{close}`?)' if close else f'`{name}`')
     return f'unrecognized option{"s" if len(parts) > 1 else ""}: {", ".join(parts)}'
 
 
