@@ -96,3 +96,40 @@ def test_run_json_command_is_the_command_line_that_ran(tmp_path, fake_clock, mon
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     command = json.loads((run_dir / 'run.json').read_text())['command']
     assert command.endswith('train.py --root runs --name x --hidden 4')
+
+
+def read_hparams(run_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    acc = EventAccumulator(str(run_dir), size_guidance={'tensors': 0, 'scalars': 0})
+    acc.Reload()
+    start = plugin_data_pb2.HParamsPluginData.FromString(
+        acc.PluginTagToContent('hparams')['_hparams_/session_start_info']).session_start_info
+    hparams = {k: getattr(v, v.WhichOneof('kind')) for k, v in start.hparams.items()}
+    scalars = {tag: [(e.step, e.value) for e in acc.Scalars(tag)]
+               for tag in acc.Tags()['scalars']}
+    return hparams, scalars
+
+
+def test_hparams_show_the_resumed_config_and_keep_the_results(tmp_path, fake_clock):
+    with spt.Experiment(NetConfig, root=tmp_path, name='hp', args=[]) as exp:
+        train(exp, fake_clock)
+        exp.results.update(test_acc=0.5)
+    with spt.Experiment(NetConfig, root=tmp_path, name='hp', args=['--max_epoch', '3']) as exp:
+        train(exp, fake_clock)
+    hparams, scalars = read_hparams(tmp_path / 'hp')
+    assert hparams == {'hidden': 2., 'max_epoch': 3.}
+    assert scalars == {'best/valid_loss': [(6, pytest.approx(1. / 3))],
+                       'results/test_acc': [(6, 0.5)]}
+
+
+def test_a_rerun_of_a_finished_run_logs_its_results_at_the_last_step(tmp_path, fake_clock):
+    with spt.Experiment(NetConfig, root=tmp_path, name='done', args=[]) as exp:
+        train(exp, fake_clock)
+    lines = []
+    with spt.Experiment(NetConfig, root=tmp_path, name='done', args=[]) as exp:
+        train(exp, fake_clock, lines)
+        exp.results.update(test_acc=0.25)
+    assert any(line.startswith('Training has already finished') for line in lines)
+    _, scalars = read_hparams(tmp_path / 'done')
+    assert scalars == {'best/valid_loss': [(2, 1.)], 'results/test_acc': [(2, 0.25)]}

@@ -376,6 +376,9 @@ class Experiment(Generic[_C]):
         self._info: dict[str, Any] = {}
         # a resumed run's start not recorded yet (see `confirm_resume`)
         self._start_pending = False
+        # on resume, the best values and results of the earlier starts (for HParams)
+        self._prior_best: dict[str, float] = {}
+        self._prior_results: dict[str, float] = {}
 
     # ---------------------------------------------------------------- properties
     @property
@@ -549,6 +552,8 @@ class Experiment(Generic[_C]):
         if self._console is not None:
             self._console.open(os.path.join(self._run_dir, CONSOLE_FILE))
         assert self._store is not None
+        if self._resumed:
+            self._carry_over(self._store)
         self._store_sink = StoreSink(self._store)
         self._live_sinks = [self._store_sink, *self._sinks]
         info = {k: v for k, v in self._info.items() if k != 'starts'}
@@ -703,6 +708,17 @@ class Experiment(Generic[_C]):
             'started': now, 'starts': [*previous, start],
         }
 
+    def _carry_over(self, store: ResultsStore) -> None:
+        """On resume, what the earlier starts recorded and the HParams data must repeat:
+        the best values, the final results and the last step logged."""
+        try:
+            row = store.get_run(self._run_id)
+        except (KeyError, ValueError):
+            return
+        self._prior_best = dict(row.best)
+        self._prior_results = dict(row.results)
+        self._last_step = max(self._last_step, row.step or 0)
+
     def _start_tee(self) -> None:
         self._console = _ConsoleCopy()
         self._saved_streams = (sys.stdout, sys.stderr)
@@ -719,13 +735,24 @@ class Experiment(Generic[_C]):
 
     def _start_hparams(self, config: Mapping[str, Any]) -> None:
         from .hparams import HParamsWriter
+        if self._resumed:
+            # TensorBoard keeps the first session start of a run directory: the earlier
+            # starts' HParams files give way to one of the config as resumed
+            # (`--max_epoch 6` shows 6), which repeats their best values and results
+            for path in _hparams_event_files(self._run_dir):
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
         self._hparams_writer = HParamsWriter(self._run_dir)
         self._hparams_writer.start(flatten_config(config, check=False), self._run_id)
 
     def _finish_hparams(self, status: str) -> None:
         writer, self._hparams_writer = self._hparams_writer, None
-        metrics = {**{f'best/{k}': v for k, v in self._best.items()},
-                   **{f'results/{k}': v for k, v in self._results.items()}}
+        best = {**self._prior_best, **self._best}
+        results = {**self._prior_results, **self._results}
+        metrics = {**{f'best/{k}': v for k, v in best.items()},
+                   **{f'results/{k}': v for k, v in results.items()}}
         try:
             writer.finish(metrics, status, step=self._last_step)
         except Exception as e:  # noqa: BLE001 - reported like a sink's error
@@ -742,6 +769,27 @@ def _status_of(exc: BaseException | None) -> str:
         if exc.code in (None, 0):
             return 'completed'
     return 'failed'
+
+
+def _hparams_event_files(run_dir: str) -> list[str]:
+    """The event files of `run_dir` holding only HParams data (what HParamsWriter writes)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    out = []
+    try:
+        names = sorted(n for n in os.listdir(run_dir) if n.startswith('events.out.tfevents.'))
+    except OSError:
+        return []
+    for name in names:
+        path = os.path.join(run_dir, name)
+        try:
+            tags = [value.tag for event in EventFileLoader(path).Load()
+                    if event.HasField('summary') for value in event.summary.value]
+        except Exception:  # noqa: BLE001 - a file we cannot read is not ours to remove
+            continue
+        if tags and any(t.startswith('_hparams_/') for t in tags) and all(
+                t.startswith(('_hparams_/', 'best/', 'results/')) for t in tags):
+            out.append(path)
+    return out
 
 
 def _cli_value(value: Any) -> str:
