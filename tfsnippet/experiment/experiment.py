@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import glob
 import io
 import json
 import math
@@ -376,6 +377,8 @@ class Experiment(Generic[_C]):
         self._info: dict[str, Any] = {}
         # a resumed run's start not recorded yet (see `confirm_resume`)
         self._start_pending = False
+        # files handed to the sinks that keep artifacts when the run ends
+        self._artifacts: list[str] = []
         # on resume, the best values and results of the earlier starts (for HParams)
         self._prior_best: dict[str, float] = {}
         self._prior_results: dict[str, float] = {}
@@ -572,7 +575,12 @@ class Experiment(Generic[_C]):
             if self._hparams_writer is not None:
                 self._finish_hparams(status)
             with self._lock:
+                if self._console is not None:
+                    self._console.flush()
+                artifacts = self._artifact_paths() if self._started_sinks else []
                 for sink in self._started_sinks:
+                    if artifacts and callable(getattr(sink, 'log_artifacts', None)):
+                        self._call(sink, 'log_artifacts', artifacts)
                     self._call(sink, 'finish', status, always=True)
             if self._info:
                 self._info.update(status=status, ended=time.time())
@@ -660,6 +668,26 @@ class Experiment(Generic[_C]):
                 except (OSError, ValueError):
                     pass
             write_json(path, {k: _json_float(v) for k, v in merged.items()})
+
+    def add_artifact(self, path: str) -> None:
+        """Hand the file or directory `path` to the sinks that keep artifacts (MLflow)
+        when the run ends, if it exists then; ``config.json``, ``console.log`` and
+        ``result.json`` always are.  A loop's exported best weights are added by
+        its recorder."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f'`path` must be a file path, got {_short(path)}')
+        path = os.path.abspath(os.fspath(path))
+        if path not in self._artifacts:
+            self._artifacts.append(path)
+
+    def _artifact_paths(self) -> list[str]:
+        out = [os.path.join(self._run_dir, f) for f in (CONFIG_FILE, CONSOLE_FILE, RESULT_FILE)]
+        for path in self._artifacts:
+            out.append(path)
+            stem = path[:-len('.weights.h5')] if path.endswith('.weights.h5') else None
+            if stem is not None:   # the files of a dict of models: `<stem>-<key>.weights.h5`
+                out += sorted(glob.glob(glob.escape(stem) + '-*.weights.h5'))
+        return [p for p in dict.fromkeys(out) if os.path.exists(p)]
 
     def heartbeat(self) -> None:
         """Show the store the run is alive (a background thread does it regularly)."""

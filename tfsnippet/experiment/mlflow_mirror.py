@@ -441,6 +441,17 @@ class MlflowMirror:
         self._require_run('log_results')
         self._log(metrics=self._metrics(values, '', max(self._last_step, 0), 'values'))
 
+    def log_artifacts(self, paths: Sequence[str]) -> None:
+        """Upload files (or directories, as a folder of their name) as artifacts of
+        the run: what an Experiment hands over when the run ends (its config,
+        console log, results and a loop's exported best weights)."""
+        run_id = self._require_run('log_artifacts')
+        for path in paths:
+            if os.path.isdir(path):
+                self.client.log_artifacts(run_id, path, os.path.basename(path.rstrip(os.sep)))
+            else:
+                self.client.log_artifact(run_id, path)
+
     def finish(self, status: str) -> None:
         """End the MLflow run with the status matching `status`.
 

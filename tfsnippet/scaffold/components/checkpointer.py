@@ -184,6 +184,11 @@ class Checkpointer(LoopComponent):
         return self._dir
 
     @property
+    def export_path(self) -> str | None:
+        """Where the best weights are exported when the loop is left (``export_best``)."""
+        return self._export_path
+
+    @property
     def save_objects(self) -> dict[str, Any]:
         """The objects saved besides the variables (``checkpoint_save_objects``)."""
         return dict(self._objects)

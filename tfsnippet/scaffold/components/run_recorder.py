@@ -45,7 +45,8 @@ class RunRecorder(LoopComponent):
     the best validation value in memory and hands them to the Experiment at
     the end of an epoch when the Experiment's ``flush_secs`` have passed on
     the loop's clock since the last hand-over (which is one transaction of
-    the store), and when the loop is left, with ``loop.results`` (from
+    the store; at once when the epoch improved the best value), and when the loop is
+    left, with ``loop.results`` (from
     ``collect_results``) as final results; results collected after the
     loop's block (the best weights restored) are recorded at once.  When the loop is entered (its
     checkpoint restored) it calls the target's ``confirm_resume()``, if it
@@ -60,6 +61,7 @@ class RunRecorder(LoopComponent):
     def __init__(self, target: RecordingTarget) -> None:
         self._target = target
         self._pending: list[tuple[int, int, dict[str, dict[str, Any]]]] = []
+        self._improved = False
         self._current: dict[str, dict[str, Any]] = {}
         self._printed = False
         self._best: dict[str, float] = {}
@@ -78,6 +80,11 @@ class RunRecorder(LoopComponent):
         confirm = getattr(self._target, 'confirm_resume', None)
         if callable(confirm):
             confirm()
+        # the best weights the checkpointer exports are an artifact of the run (MLflow)
+        export = getattr(loop.component('checkpointer'), 'export_path', None)
+        add_artifact = getattr(self._target, 'add_artifact', None)
+        if isinstance(export, str) and callable(add_artifact):
+            add_artifact(export)
         self._pending, self._current, self._printed, self._best = [], {}, False, {}
         self._totals = {}
         self._last_flush = loop.clock()
@@ -103,7 +110,11 @@ class RunRecorder(LoopComponent):
             self._pending.append((loop.step, loop.epoch, self._current))
         self._current, self._printed = {}, False
         now = loop.clock()
-        if self._last_flush is None or now - self._last_flush >= self._target.flush_secs:
+        # an epoch that improved the best is handed over at once: the sinks log each
+        # new best at its step (MLflow's `best_<metric>` history), not only the last one
+        if (self._improved or self._last_flush is None or
+                now - self._last_flush >= self._target.flush_secs):
+            self._improved = False
             self._last_flush = now
             self.flush()
 
@@ -138,6 +149,7 @@ class RunRecorder(LoopComponent):
     def on_valid_metric(self, loop: TrainLoop, value: float, improved: bool) -> None:
         if improved and loop.valid_metric_name is not None:
             self._best[loop.valid_metric_name] = value
+            self._improved = True
 
     def flush(self) -> None:
         """Hand the buffered epochs and the best value over to the Experiment now."""
