@@ -24,7 +24,8 @@ class Cfg(spt.Config):
 
 def test_best_values_at_each_improvement_and_the_run_files_as_artifacts(
         tmp_path, monkeypatch, fake_clock):
-    monkeypatch.chdir(tmp_path)   # MLflow's artifacts of a SQLite store: ./mlruns
+    (tmp_path / 'cwd').mkdir()
+    monkeypatch.chdir(tmp_path / 'cwd')
     uri = f'sqlite:///{tmp_path / "mlflow.db"}'
     mirror = MlflowMirror(uri, 'artifacts')
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
@@ -50,6 +51,8 @@ def test_best_values_at_each_improvement_and_the_run_files_as_artifacts(
     local = client.download_artifacts(run_id, 'console.log', str(tmp_path / 'dl'))
     with open(local, encoding='utf-8') as f:
         assert 'Results: test loss: 0.25' in f.read()
+    assert os.listdir(tmp_path / 'mlruns')   # beside the SQLite database, not in the cwd
+    assert os.listdir(tmp_path / 'cwd') == []
     weights = client.download_artifacts(run_id, 'best.weights.h5', str(tmp_path / 'dl'))
     assert os.path.getsize(weights) == os.path.getsize(tmp_path / 'best.weights.h5')
     assert np.isfinite(model.layers[0].kernel.numpy()).all()

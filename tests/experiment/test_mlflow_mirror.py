@@ -39,12 +39,6 @@ def uri(tmp_path_factory):
     mlflow.set_tracking_uri(saved)
 
 
-@pytest.fixture(autouse=True)
-def _in_tmp_dir(tmp_path, monkeypatch):
-    """MLflow keeps the artifacts of a SQLite store's experiments under ``./mlruns``."""
-    monkeypatch.chdir(tmp_path)
-
-
 @pytest.fixture
 def experiment(request):
     """An MLflow experiment name of this test's own."""
