@@ -517,7 +517,11 @@ class Experiment(Generic[_C]):
                 note += (f' The command line changed {changed}; if the checkpoint cannot take '
                          f'that, resume with the saved values ({instead}) or without these '
                          f'options, or start a new run (another name) for the new values.')
-            exc.add_note(note)
+            add_note = getattr(exc, 'add_note', None)   # Python 3.11+
+            if callable(add_note):
+                add_note(note)
+            else:
+                print(note, file=sys.stderr)
 
     def _start(self) -> None:
         self._store = ResultsStore(self._root, stale_after=self._stale_after)

@@ -85,7 +85,7 @@ def _keras_weights_paths(target: Any) -> dict[int, str]:
         return {}
     found: dict[int, str] = {}
 
-    class _PathRecorder(saving_lib.H5IOStore):   # type: ignore[misc]
+    class _PathRecorder(saving_lib.H5IOStore):
         """A weights store that writes nothing: it notes where each variable would go."""
 
         def __init__(self) -> None:   # no file

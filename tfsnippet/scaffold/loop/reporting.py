@@ -59,7 +59,6 @@ class LoopReporting:
     if TYPE_CHECKING:  # provided by TrainLoop and DisposableContext
         _has_entered: bool
         _is_entered: bool
-        _components: list[LoopComponent]
 
         def _require_entered(self) -> None: ...
 
