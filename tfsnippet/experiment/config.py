@@ -18,7 +18,7 @@ import typing
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeVar, Union
 
-from ..utils.suggest import closest_dotted   # issue 22: the suggestions for unknown names
+from .suggest import closest_dotted   # issue 22: the suggestions for unknown names
 
 __all__ = [
     'Config', 'ConfigField', 'config_from_dict', 'config_to_dict', 'get_config_defaults',

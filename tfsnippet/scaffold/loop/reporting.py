@@ -218,7 +218,7 @@ class LoopReporting:
         left: then ``early_stopping=True`` has restored the best weights, so
         a test score computed there is the best epoch's (an Experiment whose
         block is still open records it at once, through the loop's components'
-        :meth:`~tfsnippet.scaffold.components.base.LoopComponent.on_results`).
+        :meth:`~tfsnippet.LoopComponent.on_results`).
 
         Raises:
             RuntimeError: The loop has not been entered yet, or a component
