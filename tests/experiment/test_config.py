@@ -557,6 +557,10 @@ def test_help_shows_current_values_and_required_fields(capsys, monkeypatch):
     (['--lrr', '-1', '--zzz'],
      'unrecognized options: `--lrr` (did you mean `--l2`?), `--zzz`'),
     (['extra'], 'unrecognized arguments: extra'),
+    # the field of that name in a section; an abbreviation in the same section
+    (['--lr', '0.1'], 'unrecognized option: `--lr` (did you mean `--optim.lr`?)'),
+    (['--optim.learning_rate', '0.1'],
+     'unrecognized option: `--optim.learning_rate` (did you mean `--optim.lr`?)'),
 ])
 def test_unknown_option_suggests_the_closest_field(capsys, argv, message):
     assert cli_error(capsys, Train, argv) == f'run: error: {message}'
@@ -586,6 +590,8 @@ def test_option_value_outside_choices(capsys):
 @pytest.mark.parametrize('data, message', [
     ({'optim': {'nme': 'sgd'}}, '{path}: Train has no field `optim.nme` '
                                 '(did you mean `optim.name`?)'),
+    ({'optim': {'learning_rate': 0.1}}, '{path}: Train has no field `optim.learning_rate` '
+                                        '(did you mean `optim.lr`?)'),
     ({'max_epoch': 'x'}, "{path}: `max_epoch` must be an int, got 'x'"),
     ({'optim': {'name': 'rmsprop'}},
      "{path}: `optim.name` must be one of 'adam', 'sgd', got 'rmsprop'"),

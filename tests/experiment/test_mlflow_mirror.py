@@ -427,8 +427,9 @@ def test_an_experiment_calls_mlflow_per_flush_never_per_step(uri, monkeypatch):
                     loop.collect_metrics(valid_loss=1. / epoch)
                     loop.print_logs()
                 loop.collect_results(test_loss=0.1)
-    # start (params, tags), the one flush of 5 epochs x 100 steps, the results, finish (tag)
-    assert requests == [[], ['best_valid_loss', 'epoch', 'epoch_time', 'loss', 'step_time',
-                             'valid_loss'], ['test_loss'], []]
+    # start (params, tags), one flush per epoch of 100 steps (each improves the best, which
+    # is handed over at once), the results, finish (tag)
+    assert requests == [[], *[['best_valid_loss', 'epoch', 'epoch_time', 'loss', 'step_time',
+                               'valid_loss']] * 5, ['test_loss'], []]
     assert history(mlflow.MlflowClient(uri), mirror.mlflow_run_id, 'loss') == \
         [(100 * e, pytest.approx(1. / e)) for e in range(1, 6)]

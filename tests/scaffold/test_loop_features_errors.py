@@ -137,7 +137,7 @@ def test_make_checkpoint_without_checkpoint_dir():
 def test_make_checkpoint_outside_the_loop(tmp_path):
     loop = spt.TrainLoop([var()], checkpoint_dir=str(tmp_path))
     with pytest.raises(RuntimeError, match=re.escape(
-            f'Context is required be entered: {loop!r}.')):
+            f'{loop!r} must be entered first: call this inside its `with` block')):
         loop.make_checkpoint()
     assert not os.path.exists(tmp_path / 'checkpoint')
 

@@ -82,8 +82,11 @@ def test_final_results_after_the_epoch_loop(fake_clock):
 
 def test_collect_results_needs_an_entered_loop():
     loop = spt.TrainLoop(max_epoch=1)
-    with pytest.raises(RuntimeError, match='Context is required be entered'):
+    with pytest.raises(RuntimeError, match=re.escape(
+            '`collect_results()` needs the loop entered: call it inside its `with` block, or '
+            'after the block has been left (the best weights are restored then)')):
         loop.collect_results(test_acc=1.)
+    assert loop.results == {}
 
 
 @pytest.mark.parametrize('kwargs, error, message', [

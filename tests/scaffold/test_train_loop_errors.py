@@ -47,7 +47,7 @@ def test_iter_epochs_nested():
 def test_iter_epochs_outside_the_with_block():
     loop = spt.TrainLoop(max_epoch=1)
     with pytest.raises(RuntimeError,
-                       match=re.escape(f'Context is required be entered: {loop!r}.')):
+                       match=re.escape(f'{loop!r} must be entered first: call this inside its `with` block')):
         loop.iter_epochs()
 
 
@@ -56,7 +56,7 @@ def test_iter_epochs_after_the_with_block():
     with loop:
         pass
     with pytest.raises(RuntimeError,
-                       match=re.escape(f'Context is required be entered: {loop!r}.')):
+                       match=re.escape(f'{loop!r} must be entered first: call this inside its `with` block')):
         loop.iter_epochs()
 
 
@@ -213,7 +213,7 @@ def test_add_component_that_is_not_a_component():
 def test_print_training_summary_outside_the_loop():
     loop = spt.TrainLoop([tf.Variable(1.)], print_func=lambda s: None)
     with pytest.raises(RuntimeError,
-                       match=re.escape(f'Context is required be entered: {loop!r}.')):
+                       match=re.escape(f'{loop!r} must be entered first: call this inside its `with` block')):
         loop.print_training_summary()
 
 

@@ -131,8 +131,9 @@ def test_keras_weights_file_by_dataset_paths(tmp_path):
     target = make_net()
 
     # a .weights.h5 file stores each layer's values by position, under a
-    # group named after the layer's class: `layers/dense/vars/0` is the kernel
-    report = warm_start(path, target, mapping={
+    # group named after the layer's class: `layers/dense/vars/0` is the kernel;
+    # variables (not the model: that is matched by structure) need a mapping
+    report = warm_start(path, list(target.variables), mapping={
         r'^net/hidden/kernel$': 'layers/dense/vars/0',
         r'^net/hidden/bias$': 'layers/dense/vars/1',
     }, print_func=None)

@@ -173,7 +173,8 @@ def test_entering_while_entered_raises():
 def test_require_entered_outside_context_raises():
     ctx = Ctx()
     with pytest.raises(RuntimeError,
-                       match='^' + re.escape('Context is required be entered: Ctx().')):
+                       match='^' + re.escape('Ctx() must be entered first: call this inside its '
+                                             '`with` block') + '$'):
         ctx.work()
 
 

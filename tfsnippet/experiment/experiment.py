@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import glob
+import io
 import json
 import math
 import numbers
@@ -104,7 +106,7 @@ class RunResults(Mapping[str, float]):
 class _Tee:
     """A text stream that writes to the original stream and to the run's console file."""
 
-    def __init__(self, stream: IO[str], copy: IO[str]) -> None:
+    def __init__(self, stream: IO[str], copy: IO[str] | _ConsoleCopy) -> None:
         self._stream = stream
         self._copy = copy
 
@@ -125,6 +127,41 @@ class _Tee:
 
     def __getattr__(self, name: str) -> Any:   # isatty, fileno, encoding...
         return getattr(self._stream, name)
+
+
+class _ConsoleCopy:
+    """The copy of the console for ``console.log``: held in memory until :meth:`open`
+    (a resumed run writes nothing into its directory before the resume works)."""
+
+    def __init__(self) -> None:
+        self._buffer: io.StringIO | None = io.StringIO()
+        self._file: IO[str] | None = None
+
+    def open(self, path: str) -> None:
+        """Append what was held, then write through to the file at `path`."""
+        if self._buffer is None:
+            return
+        self._file = open(path, 'a', encoding='utf-8', buffering=1)
+        self._file.write(self._buffer.getvalue())
+        self._buffer = None
+
+    def write(self, text: str) -> int:
+        if self._file is not None:
+            return self._file.write(text)
+        if self._buffer is not None:
+            return self._buffer.write(text)
+        return 0
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+
+    def close(self) -> None:
+        """Close the file; what is still held is dropped (the run is left as it was)."""
+        self._buffer = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 class Experiment(Generic[_C]):
@@ -181,6 +218,14 @@ class Experiment(Generic[_C]):
     are applied on top of the saved config (to extend ``--max_epoch``, say):
     the fields they change are printed and saved.  A saved config that no
     longer matches the config class is an error naming the fields.
+    Nothing of the run's record (``config.json``, ``run.json``,
+    ``console.log``, HParams, its row in the results store) changes before
+    the resume is known to work: until the first TrainLoop made inside the
+    block has restored its checkpoint (see :meth:`confirm_resume`), or
+    something is recorded, or the block is left normally.  A resume that
+    fails before leaves the run exactly as it was, and the exception gets a
+    note naming the saved values of the fields the command line changed
+    (``--hidden 64``), to pass instead.
 
     **Several workers** (``TF_CONFIG`` or SLURM, see
     :func:`~tfsnippet.distributed.cluster_info`): only the chief writes
@@ -325,7 +370,7 @@ class Experiment(Generic[_C]):
         self._store: ResultsStore | None = None
         self._store_sink: StoreSink | None = None
         self._multi: Any = None   # a MultiSink of the started sinks, while the block is open
-        self._console: IO[str] | None = None
+        self._console: _ConsoleCopy | None = None
         self._saved_streams: tuple[Any, Any] | None = None
         self._recording = _RunSink(self)
         self._status: str | None = None
@@ -335,6 +380,10 @@ class Experiment(Generic[_C]):
         self._heartbeat_thread: threading.Thread | None = None
         self._lock = threading.RLock()
         self._info: dict[str, Any] = {}
+        # a resumed run's start not recorded yet (see `confirm_resume`)
+        self._start_pending = False
+        # files handed to the sinks that keep artifacts when the run ends
+        self._artifacts: list[str] = []
 
     # ---------------------------------------------------------------- properties
     @property
@@ -431,8 +480,63 @@ class Experiment(Generic[_C]):
             remove_loop_context(self)
         status = status_of_exit(exc)
         self._status = status
-        if self._is_chief:
-            self._finish(status, exc)
+        if not self._is_chief:
+            return
+        if self._start_pending and status != 'completed':
+            self._abandon(exc)   # the resume did not work: the run is left as it was
+            return
+        try:
+            self._confirm_start()
+        except BaseException as e:
+            self._finish('failed', e)
+            raise
+        self._finish(status, exc)
+
+    def confirm_resume(self) -> None:
+        """Record a resumed run's start now: its config, ``run.json``, console
+        copy, sinks and HParams (nothing of a new run waits for this).
+
+        A TrainLoop made inside the block calls it once it has restored its
+        checkpoint; recording anything and leaving the block normally call it
+        too.  Until then a resumed run's record is untouched, so a resume that
+        fails (a checkpoint that cannot take a changed field) leaves it as it was.
+        """
+        if self._start_pending and self.active:
+            self._confirm_start()
+
+    def _confirm_start(self) -> None:
+        if self._start_pending:
+            self._start_pending = False
+            with self._lock:
+                self._record_start()
+
+    def _abandon(self, exc: BaseException | None) -> None:
+        """Close what a resumed run that failed before its start was recorded opened."""
+        self._start_pending = False
+        self._heartbeat_stop.set()
+        if self._heartbeat_thread is not None:
+            self._heartbeat_thread.join()
+            self._heartbeat_thread = None
+        self._stop_tee()
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        if isinstance(exc, Exception):
+            instead = ' '.join(f'--{k} {_cli_value(old)}' for k, (old, _) in
+                               self._overrides.items())
+            note = (f'The resume of run {self._run_id!r} failed before the loop restored its '
+                    f'checkpoint: the run is left as it was (nothing recorded).')
+            if instead:
+                changed = ', '.join(f'{k}: {old!r} -> {new!r}'
+                                    for k, (old, new) in self._overrides.items())
+                note += (f' The command line changed {changed}; if the checkpoint cannot take '
+                         f'that, resume with the saved values ({instead}) or without these '
+                         f'options, or start a new run (another name) for the new values.')
+            add_note = getattr(exc, 'add_note', None)   # Python 3.11+
+            if callable(add_note):
+                add_note(note)
+            else:
+                print(note, file=sys.stderr)
 
     def _start(self) -> None:
         self._store = ResultsStore(self._root, stale_after=self._stale_after)
@@ -444,10 +548,7 @@ class Experiment(Generic[_C]):
             raise ValueError(f'`root` is not a writable directory: cannot create the run '
                              f'directory {self._run_dir!r} ({e.strerror or e})') from e
         try:
-            config = config_to_dict(self._config)
-            write_json(os.path.join(self._run_dir, CONFIG_FILE), config)
             self._info = self._collect_info()
-            write_json(os.path.join(self._run_dir, RUN_FILE), self._info)
             if self._tee_wanted:
                 self._start_tee()
             if self._resumed:
@@ -455,21 +556,52 @@ class Experiment(Generic[_C]):
                                   for k, (old, new) in self._overrides.items())
                 print(f'Resuming run {self._run_id!r} in {self._run_dir}'
                       f'{" with command-line overrides" + changed if changed else ""}')
-            from ..scaffold.metrics.sinks import MultiSink
-            self._store_sink = StoreSink(self._store)
-            sinks = [self._store_sink, *self._sinks]
-            if self._hparams_wanted:
-                from .hparams import HParamsSink
-                sinks.append(HParamsSink(self._run_dir))
-            info = {k: v for k, v in self._info.items() if k != 'starts'}
-            self._multi = MultiSink([sink for sink in sinks if self._start_sink(
-                sink, self._run_id, self._name, config, info)])
+                self._start_pending = True   # recorded once the resume works
+            else:
+                self._record_start()
         except BaseException:
             self._finish('failed', None)
             raise
         self._heartbeat_thread = threading.Thread(
             target=self._heartbeat_loop, name=f'tfsnippet-heartbeat-{self._run_id}', daemon=True)
         self._heartbeat_thread.start()
+
+    def _record_start(self) -> None:
+        """Write the run's config, run.json and console copy; start the sinks."""
+        from ..scaffold.metrics.sinks import MultiSink
+        config = config_to_dict(self._config)
+        write_json(os.path.join(self._run_dir, CONFIG_FILE), config)
+        write_json(os.path.join(self._run_dir, RUN_FILE), self._info)
+        if self._console is not None:
+            self._console.open(os.path.join(self._run_dir, CONSOLE_FILE))
+        assert self._store is not None
+        self._store_sink = StoreSink(self._store)
+        sinks = [self._store_sink, *self._sinks]
+        if self._hparams_wanted:
+            sinks.append(self._hparams_sink())
+        info = {k: v for k, v in self._info.items() if k != 'starts'}
+        self._multi = MultiSink([sink for sink in sinks if self._start_sink(
+            sink, self._run_id, self._name, config, info)])
+
+    def _hparams_sink(self) -> Any:
+        """The HParams sink of this start; on resume, the earlier starts' HParams files
+        give way to it (TensorBoard keeps the first session start of a run directory:
+        `--max_epoch 6` then shows 6), and it repeats their best values and results."""
+        from .hparams import HParamsSink
+        sink = HParamsSink(self._run_dir)
+        if self._resumed:
+            assert self._store is not None
+            for path in _hparams_event_files(self._run_dir):
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
+            try:
+                row = self._store.get_run(self._run_id)
+            except (KeyError, ValueError):
+                return sink
+            sink.carry_over(row.best, row.results, row.step or 0)
+        return sink
 
     def _finish(self, status: str, exc: BaseException | None) -> None:
         self._heartbeat_stop.set()
@@ -479,6 +611,12 @@ class Experiment(Generic[_C]):
         try:
             if self._multi is not None:
                 with self._lock:
+                    if self._console is not None:
+                        self._console.flush()
+                    artifacts = self._artifact_paths()
+                    for sink in self._multi.live if artifacts else ():
+                        if callable(getattr(sink, 'log_artifacts', None)):
+                            self._multi.call(sink, 'log_artifacts', artifacts)
                     self._multi.close(status)
             if self._info:
                 self._info.update(status=status, ended=time.time())
@@ -526,6 +664,8 @@ class Experiment(Generic[_C]):
                 triples, oldest first.
             best: The best validation values so far, if they changed.
         """
+        if self._is_chief and self.active:
+            self._confirm_start()
         sink = self._recording
         for step, epoch, stats in epochs:
             sink.write_stats('epoch', step, epoch, stats)
@@ -539,6 +679,7 @@ class Experiment(Generic[_C]):
                                '`with` block')
         if not self._is_chief or not values:
             return
+        self._confirm_start()
         with self._lock:
             if self._multi is not None:
                 self._multi.write_results(dict(values))
@@ -551,6 +692,26 @@ class Experiment(Generic[_C]):
                 except (OSError, ValueError):
                     pass
             write_json(path, {k: _json_float(v) for k, v in merged.items()})
+
+    def add_artifact(self, path: str) -> None:
+        """Hand the file or directory `path` to the sinks that keep artifacts (MLflow)
+        when the run ends, if it exists then; ``config.json``, ``console.log`` and
+        ``result.json`` always are.  A loop's exported best weights are added by
+        its recorder."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f'`path` must be a file path, got {typed_repr(path)}')
+        path = os.path.abspath(os.fspath(path))
+        if path not in self._artifacts:
+            self._artifacts.append(path)
+
+    def _artifact_paths(self) -> list[str]:
+        out = [os.path.join(self._run_dir, f) for f in (CONFIG_FILE, CONSOLE_FILE, RESULT_FILE)]
+        for path in self._artifacts:
+            out.append(path)
+            stem = path[:-len('.weights.h5')] if path.endswith('.weights.h5') else None
+            if stem is not None:   # the files of a dict of models: `<stem>-<key>.weights.h5`
+                out += sorted(glob.glob(glob.escape(stem) + '-*.weights.h5'))
+        return [p for p in dict.fromkeys(out) if os.path.exists(p)]
 
     def heartbeat(self) -> None:
         """Show the store the run is alive (a background thread does it regularly)."""
@@ -589,8 +750,9 @@ class Experiment(Generic[_C]):
             except (OSError, ValueError, AttributeError):
                 previous = []
         script = sys.argv[0] if sys.argv and sys.argv[0] else ''
-        command = shlex.join([sys.executable, script, *self._argv] if script
-                             else [sys.executable, *self._argv])
+        # the command that ran (options the script reads itself, `--root`, included);
+        # `argv` below holds what the config was parsed from
+        command = shlex.join([sys.executable, *sys.argv] if script else [sys.executable])
         now = time.time()
         start = {'time': now, 'host': socket.gethostname(), 'pid': os.getpid(),
                  'argv': list(self._argv), 'overrides': {k: list(v) for k, v in
@@ -606,8 +768,7 @@ class Experiment(Generic[_C]):
         }
 
     def _start_tee(self) -> None:
-        self._console = open(os.path.join(self._run_dir, CONSOLE_FILE), 'a', encoding='utf-8',
-                             buffering=1)
+        self._console = _ConsoleCopy()
         self._saved_streams = (sys.stdout, sys.stderr)
         sys.stdout = _Tee(sys.stdout, self._console)
         sys.stderr = _Tee(sys.stderr, self._console)
@@ -662,6 +823,34 @@ class _RunSink:
 
 
 # -------------------------------------------------------------------- helpers
+def _hparams_event_files(run_dir: str) -> list[str]:
+    """The event files of `run_dir` holding only HParams data (what HParamsWriter writes)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    out = []
+    try:
+        names = sorted(n for n in os.listdir(run_dir) if n.startswith('events.out.tfevents.'))
+    except OSError:
+        return []
+    for name in names:
+        path = os.path.join(run_dir, name)
+        try:
+            tags = [value.tag for event in EventFileLoader(path).Load()
+                    if event.HasField('summary') for value in event.summary.value]
+        except Exception:  # noqa: BLE001 - a file we cannot read is not ours to remove
+            continue
+        if tags and any(t.startswith('_hparams_/') for t in tags) and all(
+                t.startswith(('_hparams_/', 'best/', 'results/')) for t in tags):
+            out.append(path)
+    return out
+
+
+def _cli_value(value: Any) -> str:
+    """`value` as a command-line option value (``--field VALUE``)."""
+    text = json.dumps(value) if isinstance(value, (list, dict, bool)) or value is None \
+        else str(value)
+    return shlex.quote(text)
+
+
 def _check_run_name(name: Any, what: str) -> None:
     if not isinstance(name, str):
         raise TypeError(f'{what} must be a str, got {typed_repr(name)}')

@@ -125,6 +125,14 @@ class HParamsSink:
         self._last_step = 0
         self._closed = False
 
+    def carry_over(self, best: Mapping[str, float], results: Mapping[str, float],
+                   step: int) -> None:
+        """Repeat what the earlier starts of a resumed run recorded: their best values,
+        final results and last step (what :meth:`close` writes unless replaced)."""
+        self._best.update(best)
+        self._results.update(results)
+        self._last_step = max(self._last_step, int(step))
+
     @property
     def writer(self) -> HParamsWriter:
         """The writer of the session."""

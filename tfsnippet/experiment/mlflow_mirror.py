@@ -280,7 +280,8 @@ class MlflowMirror:
         found = client.get_experiment_by_name(self._experiment_name)
         if found is None:
             try:
-                return str(client.create_experiment(self._experiment_name))
+                return str(client.create_experiment(self._experiment_name,
+                                                    _artifact_location(client.tracking_uri)))
             except self._mlflow.exceptions.MlflowException:
                 # another process created it first
                 found = client.get_experiment_by_name(self._experiment_name)
@@ -480,6 +481,17 @@ class MlflowMirror:
         self._require_run('log_results')
         self._log(metrics=self._metrics(values, '', max(self._last_step, 0), 'values'))
 
+    def log_artifacts(self, paths: Sequence[str]) -> None:
+        """Upload files (or directories, as a folder of their name) as artifacts of
+        the run: what an Experiment hands over when the run ends (its config,
+        console log, results and a loop's exported best weights)."""
+        run_id = self._require_run('log_artifacts')
+        for path in paths:
+            if os.path.isdir(path):
+                self.client.log_artifacts(run_id, path, os.path.basename(path.rstrip(os.sep)))
+            else:
+                self.client.log_artifact(run_id, path)
+
     def finish(self, status: str) -> None:
         """End the MLflow run with the status matching `status`.
 
@@ -493,6 +505,17 @@ class MlflowMirror:
         self._log(tags=[self._mlflow.entities.RunTag(STATUS_TAG, status)])
         self.client.set_terminated(run_id, status=MLFLOW_STATUS[status],
                                    end_time=self._now_ms())
+
+
+def _artifact_location(tracking_uri: str) -> str | None:
+    """Where a new experiment of a local SQLite store keeps its artifacts: ``mlruns/``
+    beside the database (MLflow's default, ``./mlruns``, depends on the working directory).
+    ``None`` (the store's default) for other stores."""
+    prefix = 'sqlite:///'
+    if not tracking_uri.startswith(prefix) or tracking_uri == prefix + ':memory:':
+        return None
+    directory = os.path.dirname(os.path.abspath(tracking_uri[len(prefix):]))
+    return 'file://' + os.path.join(directory, 'mlruns')
 
 
 def mlflow_mirror_of(value: Any) -> MlflowMirror | None:

@@ -90,8 +90,7 @@ class NoReentrantContext:
     def _require_entered(self) -> None:
         if not self._is_entered:
             raise RuntimeError(
-                f'Context is required be entered: {self!r}. Use it in a '
-                f'`with` block first.')
+                f'{self!r} must be entered first: call this inside its `with` block')
 
     def __enter__(self) -> Any:
         if self._is_entered:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Union
 
-from ...utils.text import did_you_mean, short_repr
+from ...utils.text import closest_dotted, short_repr
 from .fields import MISSING, FieldSpec, parse_text
 from .files import load_config_file
 from .schema import (build, config_to_dict, defaults_of, is_config_class, is_config_instance,
@@ -277,7 +277,8 @@ def _unrecognized_message(extras: Sequence[str], options: Sequence[str]) -> str:
     parts = []
     for extra in flagged:
         name = extra.split('=', 1)[0]
-        parts.append(f'`{name}`{did_you_mean(name, options)}')
+        close = closest_dotted(name, options)   # `--lr` suggests `--optimizer.lr`
+        parts.append(f'`{name}` (did you mean `{close}`?)' if close else f'`{name}`')
     return f'unrecognized option{"s" if len(parts) > 1 else ""}: {", ".join(parts)}'
 
 

@@ -16,7 +16,7 @@ import typing
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeVar, Union
 
-from ...utils.text import did_you_mean, short_repr
+from ...utils.text import closest_dotted, short_repr
 from .fields import (ARTICLE, MISSING, SCALAR_TYPES, SUPPORTED_TYPES, FieldKind, FieldSpec,
                      as_scalar, check_value, common_base, join_path, scalar_base)
 
@@ -357,7 +357,8 @@ def unknown_listing(cls: type, unknown: Sequence[str], path: str = '') -> str:
     candidates = [join_path(path, p) for p in all_paths(cls)]
     parts = []
     for path in unknown:
-        parts.append(f'`{path}`{did_you_mean(path, candidates)}')
+        close = closest_dotted(path, candidates)   # a field of another section first
+        parts.append(f'`{path}` (did you mean `{close}`?)' if close else f'`{path}`')
     return ', '.join(parts)
 
 

@@ -11,7 +11,16 @@ four kinds of sources:
 * a ``tf.compat.v1.train.Saver`` checkpoint, by prefix or folder;
 * a Keras weights file (``model.save_weights('x.weights.h5')``).
 
-Values are matched by *name*, never by position: each target variable is
+When `targets` is a Keras model or layer or a ``tf.Module`` and the
+source a Keras ``.weights.h5`` file or a ``tf.train.Checkpoint``, its
+variables are found by the *object structure* first, as Keras's
+``load_weights`` and ``Checkpoint.restore`` find them (see
+:mod:`~tfsnippet.scaffold.checkpoint.structure`): a fresh model of the
+architecture that wrote the file needs no `mapping`, and one with more
+layers gets the matching part (the others are reported missing).  A
+`mapping` rule that matches a target's name still decides for that target.
+
+Otherwise values are matched by *name*, never by position: each target variable is
 known by a human name and looked up under that name (after `mapping`)
 among the names of the source, which are
 
@@ -29,7 +38,8 @@ Keras ``.weights.h5``         the dataset paths (``layers/dense/vars/0``)
 A ``.weights.h5`` file keeps no variable names: a layer's values are
 numbered in creation order, in a group named after the layer's *class*
 (``layers/dense``, ``layers/dense_1``, ... whatever the layers' names), so
-a warm start from one needs a `mapping` to those paths.  The error raised
+a warm start from one into a list of variables needs a `mapping` to those
+paths (a model or layer as `targets` is matched by structure).  The error raised
 when nothing matches lists the names of the source, to write it from.
 """
 
@@ -48,6 +58,7 @@ import tensorflow as tf
 from ...tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
 from ...tfops.var_io import assign_variables
 from .saver import STATE_FILE, VARS_PREFIX, CheckpointError, CheckpointSaver
+from .structure import match_structure, structure_paths
 
 __all__ = ['warm_start', 'WarmStartReport', 'WarmStartEntry']
 
@@ -99,12 +110,16 @@ class WarmStartReport:
             ``'tf1'`` (``tf.compat.v1.train.Saver``) or ``'keras_h5'``.
         entries: One :class:`WarmStartEntry` per target, in target order.
         unused: The source names that no target looked up.
+        matched_by: ``'structure'`` when the targets (a Keras model, layer
+            or ``tf.Module``) were found in the source by their object
+            structure, ``'name'`` otherwise.
     """
 
     source: str
     source_format: str
     entries: tuple[WarmStartEntry, ...]
     unused: tuple[str, ...]
+    matched_by: str = 'name'
 
     def _targets(self, status: str) -> list[str]:
         return [e.target for e in self.entries if e.status == status]
@@ -136,7 +151,8 @@ class WarmStartReport:
         rows = [(e.status, e.target, '-' if e.source is None else e.source, e.detail)
                 for e in self.entries]
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-        lines = [f'Warm start from {kind} {self.source!r}']
+        by = ' (matched by object structure)' if self.matched_by == 'structure' else ''
+        lines = [f'Warm start from {kind} {self.source!r}{by}']
         for row in [header, tuple('-' * w for w in widths), *rows]:
             lines.append('  '.join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
         counts = ', '.join(f'{len(self._targets(s))} {s}' for s in _STATUSES)
@@ -426,8 +442,10 @@ def _castable(target: tf.DType, source: tf.DType) -> bool:
 
 def _source_name(name: str, includes: list[re.Pattern[str]] | None,
                  excludes: list[re.Pattern[str]] | None,
-                 rules: list[tuple[re.Pattern[str], Replacement]]) -> tuple[str | None, str]:
-    """``(the name to look up in the source, '')``, or ``(None, why the target is skipped)``."""
+                 rules: list[tuple[re.Pattern[str], Replacement]],
+                 default: str | None = None) -> tuple[str | None, str]:
+    """``(the name to look up in the source, '')``, or ``(None, why the target is skipped)``;
+    `default` (the structural match) is looked up when no rule of `mapping` matches."""
     if includes is not None and not any(p.search(name) for p in includes):
         return None, 'not matched by `include`'
     if excludes is not None and any(p.search(name) for p in excludes):
@@ -437,7 +455,7 @@ def _source_name(name: str, includes: list[re.Pattern[str]] | None,
             if repl is None:
                 return None, 'mapped to None'
             return pattern.sub(repl, name), ''
-    return name, ''
+    return (name if default is None else default), ''
 
 
 def _compare(tf_var: tf.Variable, src: _Source, key: str) -> tuple[str, str]:
@@ -509,8 +527,11 @@ def warm_start(source: str | os.PathLike[str],
             Keras variables, or a Keras model or layer or a ``tf.Module``
             (its ``.variables``).
         mapping: An ordered dict ``{regex: replacement}`` from target names
-            to source names; the replacement is a ``re.sub`` template, a
-            function of the match, or ``None`` to skip the target.
+            to source names (the opposite direction of
+            ``tf.compat.v1.train.init_from_checkpoint``'s ``assignment_map``:
+            a mapping whose keys match no target but match source names is
+            refused as reversed); the replacement is a ``re.sub`` template,
+            a function of the match, or ``None`` to skip the target.
         include: A regex, or a list of them: only targets whose name matches
             one are restored.
         exclude: A regex, or a list of them: targets whose name matches one
@@ -548,13 +569,18 @@ def warm_start(source: str | os.PathLike[str],
     excludes = _compile_patterns(exclude, 'exclude')
     items = _collect_targets(targets)
     src = _open_source(source)
+    _check_mapping_direction(rules, [name for name, _ in items], src)
+    structure: dict[int, str] = {}
+    if hasattr(targets, 'variables') and not isinstance(targets, (Mapping, list, tuple)):
+        structure = match_structure(structure_paths(targets, src.source_format), src.keys)
 
     entries: list[WarmStartEntry] = []
     to_assign: list[tuple[Any, str, tf.DType]] = []    # (variable, storage key, its dtype)
     problems: list[str] = []
     ambiguous: list[str] = []
     for name, var in items:
-        src_name, skip_reason = _source_name(name, includes, excludes, rules)
+        src_name, skip_reason = _source_name(name, includes, excludes, rules,
+                                             structure.get(id(var)))
         if src_name is None:
             entries.append(WarmStartEntry(name, 'skipped', None, skip_reason))
             continue
@@ -592,10 +618,28 @@ def warm_start(source: str | os.PathLike[str],
 
     looked_up = {e.source for e in entries}
     unused = tuple(sorted(n for n in src.keys if n not in looked_up))
-    report = WarmStartReport(src.path, src.source_format, tuple(entries), unused)
+    report = WarmStartReport(src.path, src.source_format, tuple(entries), unused,
+                             'structure' if structure else 'name')
     if print_func is not None:
         print_func(report.format_table())
     return report
+
+
+def _check_mapping_direction(rules: list[tuple[re.Pattern[str], Replacement]],
+                             target_names: list[str], src: _Source) -> None:
+    """Refuse a `mapping` whose keys match no target name but match source names."""
+    if not rules or any(p.search(n) for p, _ in rules for n in target_names):
+        return
+    hits = [(p.pattern, n) for p, _ in rules for n in sorted(src.keys) if p.search(n)]
+    if hits:
+        pattern, name = hits[0]
+        raise ValueError(
+            f'`mapping` looks reversed: it goes from target names to source names (the '
+            f'opposite of tf.compat.v1.train.init_from_checkpoint\'s `assignment_map`), but '
+            f'none of its keys {_short_list([p.pattern for p, _ in rules])} matches a target '
+            f'name, while {pattern!r} matches the source name {name!r}. Write it as '
+            f'{{target regex: source name}}; the targets are named '
+            f'{_short_list(target_names)}')
 
 
 def _nothing_matched_message(src: _Source, entries: list[WarmStartEntry]) -> str:

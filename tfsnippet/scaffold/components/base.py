@@ -85,6 +85,11 @@ class LoopComponent:
     def on_exit(self, loop: TrainLoop, error: BaseException | None) -> None:
         """Called when `loop` is left; `error` is the exception leaving it, if any."""
 
+    def on_results(self, loop: TrainLoop, results: dict[str, float]) -> None:
+        """Called with the final results collected after `loop` has been left
+        (those collected inside its ``with`` block are in ``loop.results``
+        when :meth:`on_exit` is called); raising refuses them."""
+
     def state_dict(self) -> dict[str, Any]:
         """The persistent state as plain data."""
         return {}

@@ -227,6 +227,13 @@ class Checkpointer(LoopComponent):
         return self._dir
 
     @property
+    def export_path(self) -> str | None:
+        """Where this checkpointer's own ``export_best`` writes the best weights
+        when the loop is left (``None``: it has none; ``TrainLoop(export_best=...)``
+        adds an :class:`~tfsnippet.scaffold.components.export.ExportBest` instead)."""
+        return next((c.path for c in self._inner if isinstance(c, ExportBest)), None)
+
+    @property
     def save_objects(self) -> dict[str, Any]:
         """The objects saved besides the variables (``checkpoint_save_objects``)."""
         return dict(self._objects)

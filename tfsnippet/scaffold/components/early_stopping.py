@@ -139,9 +139,9 @@ class EarlyStopping(LoopComponent):
             self._unwatch = None
         name = self._monitor.name if self._monitor is not None else loop.valid_metric_name
         loop.events.remove_owned((self, 'expect', name))
-        if error is not None:
-            loop.notice('Early-stopping variables are not restored, because an error or an '
-                        'interruption has occurred.')
+        if error is not None:   # said once (a kill or preemption is no surprise): no warning
+            loop.println('Early-stopping variables are not restored, because an error or an '
+                         'interruption has occurred.')
         elif self._snapshot is None:
             loop.notice('Early-stopping has never been triggered! The variables will keep '
                         'their latest values. Did you forget to collect the metric '

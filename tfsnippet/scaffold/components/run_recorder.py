@@ -70,6 +70,7 @@ class MetricRecorder(LoopComponent):
         self._flush_secs = float(flush_secs)
         self._close = close
         self._last_flush: float | None = None
+        self._improved = False   # this epoch improved the best value: flushed at its end
 
     @property
     def sink(self) -> MultiSink:
@@ -83,6 +84,7 @@ class MetricRecorder(LoopComponent):
 
     def on_enter(self, loop: TrainLoop) -> None:
         self._last_flush = loop.clock()
+        self._improved = False
         self.subscribe(loop, EventKeys.METRIC_STATS_REDUCED, self._on_reduced)
 
     def _on_reduced(self, loop: TrainLoop, scope: str,
@@ -90,14 +92,19 @@ class MetricRecorder(LoopComponent):
         if scope in self._scopes:
             self._sink.write_stats(scope, loop.step, loop.epoch, stats)
         if scope == EPOCH:
+            # an epoch that improved the best is flushed at once: the sinks log each new
+            # best at its step (MLflow's `best_<metric>` history), not only the last one
             now = loop.clock()
-            if self._last_flush is None or now - self._last_flush >= self.flush_secs:
+            if (self._improved or self._last_flush is None or
+                    now - self._last_flush >= self.flush_secs):
+                self._improved = False
                 self._last_flush = now
                 self._sink.flush()
 
     def on_valid_metric(self, loop: TrainLoop, value: float, improved: bool) -> None:
         if improved and loop.valid_metric_name is not None:
             self._sink.write_best({loop.valid_metric_name: value}, loop.step)
+            self._improved = True
 
     def flush(self) -> None:
         """Flush the sinks now."""
@@ -168,6 +175,28 @@ class RunRecorder(MetricRecorder):
     def flush_secs(self) -> float:
         return float(self._target.flush_secs)
 
+    def on_enter(self, loop: TrainLoop) -> None:
+        # the loop has restored its checkpoint: a resumed run's start may be recorded
+        confirm = getattr(self._target, 'confirm_resume', None)
+        if callable(confirm):
+            confirm()
+        # the best weights the loop exports are an artifact of the run (MLflow)
+        export, checkpointer = loop.component('export'), loop.component('checkpointer')
+        path = export.path if export is not None else getattr(checkpointer, 'export_path', None)
+        add_artifact = getattr(self._target, 'add_artifact', None)
+        if isinstance(path, str) and callable(add_artifact):
+            add_artifact(path)
+        super().on_enter(loop)
+
     def _write_results(self, results: dict[str, float]) -> None:
         if self._target.active:   # else the Experiment was left before the loop
             self._target.results.update(results)
+
+    def on_results(self, loop: TrainLoop, results: dict[str, float]) -> None:
+        """Record results collected after the loop's block (the best weights restored)."""
+        if not self._target.active:
+            raise RuntimeError(
+                f'`collect_results()` after the loop\'s `with` block records into the '
+                f'Experiment only while its `with` block is open, and it has been left: '
+                f'collect {sorted(results)} inside the Experiment\'s block')
+        self._target.results.update(results)

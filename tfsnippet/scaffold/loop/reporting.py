@@ -194,11 +194,16 @@ class LoopMetrics:
             message = f'{tag} {message}'
         self.console.println(message)
 
-    def collect_results(self, results: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> None:
-        """``TrainLoop.collect_results``."""
+    def collect_results(self, results: Mapping[str, Any] | None, kwargs: dict[str, Any],
+                        left: bool = False) -> None:
+        """``TrainLoop.collect_results``; `left`: the loop's block has been left."""
         merged = {**(results or {}), **kwargs}
         numbers = {name: to_float(name, check_metric_value(name, value))
                    for name, value in merged.items()}
+        if left:   # the components have exited: each is told of the late results
+            loop = self._loop
+            for component in loop.components:
+                component.on_results(loop, dict(numbers))
         self.results.update(numbers)
         stats = {}
         for name, number in numbers.items():
@@ -367,13 +372,23 @@ def collect_results(self: TrainLoop, results: Mapping[str, Any] | None = None,
 
     They are kept in :attr:`results` (a results store of an Experiment
     records them too); values are checked as metrics and read at once.
+    They may be collected inside the ``with`` block, or after it has been
+    left: then ``early_stopping=True`` has restored the best weights, so a
+    test score computed there is the best epoch's (an Experiment whose block
+    is still open records it at once, through the loop's components'
+    :meth:`~tfsnippet.LoopComponent.on_results`).
 
     Raises:
-        RuntimeError: The loop is not entered.
+        RuntimeError: The loop has not been entered yet, or a component
+            cannot record results collected after the block.
         TypeError: A value is not numeric.
     """
-    self._require_entered()
-    self._metrics.collect_results(results, kwargs)
+    left = self._has_entered and not self._is_entered
+    if not left and not self._is_entered:
+        raise RuntimeError('`collect_results()` needs the loop entered: call it inside its '
+                           '`with` block, or after the block has been left (the best '
+                           'weights are restored then)')
+    self._metrics.collect_results(results, kwargs, left)
 
 
 def notice(self: TrainLoop, message: str) -> None:
