@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import io
 import json
 import math
 import numbers
@@ -13,21 +12,23 @@ import platform
 import re
 import shlex
 import socket
-import subprocess
 import sys
 import threading
 import time
 import uuid
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import IO, Any, Generic, TypeVar
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 from ..utils.files import write_json
 from ..utils.status import PREEMPTED_EXIT_CODE, status_of_exit
 from ..utils.text import close_matches_hint, typed_repr
-from .config import (all_paths, config_from_dict, config_to_dict, is_config_class,
+from .config import (config_from_dict, config_to_dict, is_config_class,
                      is_config_instance, parse_config)
+from .config.cli import class_summary
 from .mlflow_mirror import mlflow_mirror_of
+from .run_files import (ConsoleCopy, Tee, cli_value, git_info, hparams_event_files, json_float,
+                        package_versions, read_saved_config)
 from .sinks import StoreSink, check_sinks, report_sink_error
 from .store import ResultsStore, flatten_config
 
@@ -49,7 +50,6 @@ CONSOLE_FILE = 'console.log'
 """A copy of what the run printed to stdout and stderr (appended to on resume)."""
 
 _NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*')
-_VERSIONED = ('tensorflow', 'keras', 'numpy', 'tensorboard')
 
 # the Experiments whose `with` block is open, innermost last
 _ACTIVE: list[Experiment[Any]] = []
@@ -101,67 +101,6 @@ class RunResults(Mapping[str, float]):
 
     def __repr__(self) -> str:
         return f'RunResults({self._values!r})'
-
-
-class _Tee:
-    """A text stream that writes to the original stream and to the run's console file."""
-
-    def __init__(self, stream: IO[str], copy: IO[str] | _ConsoleCopy) -> None:
-        self._stream = stream
-        self._copy = copy
-
-    def write(self, text: str) -> int:
-        n = self._stream.write(text)
-        try:
-            self._copy.write(text)
-        except (OSError, ValueError):   # a full disk or a closed file: the console comes first
-            pass
-        return n
-
-    def flush(self) -> None:
-        self._stream.flush()
-        try:
-            self._copy.flush()
-        except (OSError, ValueError):
-            pass
-
-    def __getattr__(self, name: str) -> Any:   # isatty, fileno, encoding...
-        return getattr(self._stream, name)
-
-
-class _ConsoleCopy:
-    """The copy of the console for ``console.log``: held in memory until :meth:`open`
-    (a resumed run writes nothing into its directory before the resume works)."""
-
-    def __init__(self) -> None:
-        self._buffer: io.StringIO | None = io.StringIO()
-        self._file: IO[str] | None = None
-
-    def open(self, path: str) -> None:
-        """Append what was held, then write through to the file at `path`."""
-        if self._buffer is None:
-            return
-        self._file = open(path, 'a', encoding='utf-8', buffering=1)
-        self._file.write(self._buffer.getvalue())
-        self._buffer = None
-
-    def write(self, text: str) -> int:
-        if self._file is not None:
-            return self._file.write(text)
-        if self._buffer is not None:
-            return self._buffer.write(text)
-        return 0
-
-    def flush(self) -> None:
-        if self._file is not None:
-            self._file.flush()
-
-    def close(self) -> None:
-        """Close the file; what is still held is dropped (the run is left as it was)."""
-        self._buffer = None
-        if self._file is not None:
-            self._file.close()
-            self._file = None
 
 
 class Experiment(Generic[_C]):
@@ -330,7 +269,7 @@ class Experiment(Generic[_C]):
         self._root = os.path.abspath(os.fspath(root))
 
         argv = list(sys.argv[1:] if args is None else args)
-        parser = argparse.ArgumentParser(description=_class_summary(cls), allow_abbrev=False)
+        parser = argparse.ArgumentParser(description=class_summary(cls), allow_abbrev=False)
         parser.add_argument('--resume', metavar='RUN_ID',
                             help=f'resume the run RUN_ID of the root directory {root!s} (its '
                                  f'saved config, then the options given here)')
@@ -356,7 +295,7 @@ class Experiment(Generic[_C]):
         self._resumed = os.path.isfile(saved_path)
         self._overrides: dict[str, tuple[Any, Any]] = {}
         if self._resumed:
-            saved = _read_saved_config(saved_path, cls, self._run_id)
+            saved = read_saved_config(saved_path, cls, self._run_id)
             config = parse_config(config_from_dict(cls, saved), argv, parser=parser)
             before, after = flatten_config(saved, check=False), flatten_config(
                 config_to_dict(config), check=False)
@@ -370,7 +309,7 @@ class Experiment(Generic[_C]):
         self._store: ResultsStore | None = None
         self._store_sink: StoreSink | None = None
         self._multi: Any = None   # a MultiSink of the started sinks, while the block is open
-        self._console: _ConsoleCopy | None = None
+        self._console: ConsoleCopy | None = None
         self._saved_streams: tuple[Any, Any] | None = None
         self._recording = _RunSink(self)
         self._status: str | None = None
@@ -522,7 +461,7 @@ class Experiment(Generic[_C]):
             self._store.close()
             self._store = None
         if isinstance(exc, Exception):
-            instead = ' '.join(f'--{k} {_cli_value(old)}' for k, (old, _) in
+            instead = ' '.join(f'--{k} {cli_value(old)}' for k, (old, _) in
                                self._overrides.items())
             note = (f'The resume of run {self._run_id!r} failed before the loop restored its '
                     f'checkpoint: the run is left as it was (nothing recorded).')
@@ -591,7 +530,7 @@ class Experiment(Generic[_C]):
         sink = HParamsSink(self._run_dir)
         if self._resumed:
             assert self._store is not None
-            for path in _hparams_event_files(self._run_dir):
+            for path in hparams_event_files(self._run_dir):
                 try:
                     os.remove(path)
                 except OSError:
@@ -691,7 +630,7 @@ class Experiment(Generic[_C]):
                         merged = {**json.load(f), **merged}
                 except (OSError, ValueError):
                     pass
-            write_json(path, {k: _json_float(v) for k, v in merged.items()})
+            write_json(path, {k: json_float(v) for k, v in merged.items()})
 
     def add_artifact(self, path: str) -> None:
         """Hand the file or directory `path` to the sinks that keep artifacts (MLflow)
@@ -757,21 +696,21 @@ class Experiment(Generic[_C]):
         start = {'time': now, 'host': socket.gethostname(), 'pid': os.getpid(),
                  'argv': list(self._argv), 'overrides': {k: list(v) for k, v in
                                                          self._overrides.items()}}
-        git = _git_info(os.path.dirname(os.path.abspath(script)) if script else os.getcwd())
+        git = git_info(os.path.dirname(os.path.abspath(script)) if script else os.getcwd())
         return {
             'run_id': self._run_id, 'name': self._name, 'status': 'running',
             'run_dir': self._run_dir, 'host': socket.gethostname(), 'pid': os.getpid(),
             'argv': list(self._argv), 'command': command, 'cwd': os.getcwd(),
             'python': platform.python_version(), 'platform': platform.platform(),
-            'versions': _package_versions(), **git, 'resumed': self._resumed,
+            'versions': package_versions(), **git, 'resumed': self._resumed,
             'started': now, 'starts': [*previous, start],
         }
 
     def _start_tee(self) -> None:
-        self._console = _ConsoleCopy()
+        self._console = ConsoleCopy()
         self._saved_streams = (sys.stdout, sys.stderr)
-        sys.stdout = _Tee(sys.stdout, self._console)
-        sys.stderr = _Tee(sys.stderr, self._console)
+        sys.stdout = Tee(sys.stdout, self._console)
+        sys.stderr = Tee(sys.stderr, self._console)
 
     def _stop_tee(self) -> None:
         if self._saved_streams is not None:
@@ -823,34 +762,6 @@ class _RunSink:
 
 
 # -------------------------------------------------------------------- helpers
-def _hparams_event_files(run_dir: str) -> list[str]:
-    """The event files of `run_dir` holding only HParams data (what HParamsWriter writes)."""
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-    out = []
-    try:
-        names = sorted(n for n in os.listdir(run_dir) if n.startswith('events.out.tfevents.'))
-    except OSError:
-        return []
-    for name in names:
-        path = os.path.join(run_dir, name)
-        try:
-            tags = [value.tag for event in EventFileLoader(path).Load()
-                    if event.HasField('summary') for value in event.summary.value]
-        except Exception:  # noqa: BLE001 - a file we cannot read is not ours to remove
-            continue
-        if tags and any(t.startswith('_hparams_/') for t in tags) and all(
-                t.startswith(('_hparams_/', 'best/', 'results/')) for t in tags):
-            out.append(path)
-    return out
-
-
-def _cli_value(value: Any) -> str:
-    """`value` as a command-line option value (``--field VALUE``)."""
-    text = json.dumps(value) if isinstance(value, (list, dict, bool)) or value is None \
-        else str(value)
-    return shlex.quote(text)
-
-
 def _check_run_name(name: Any, what: str) -> None:
     if not isinstance(name, str):
         raise TypeError(f'{what} must be a str, got {typed_repr(name)}')
@@ -876,93 +787,4 @@ def _close_runs(root: str, run_id: str) -> str:
     except OSError:
         return ''
     return close_matches_hint(run_id, runs)
-
-
-def _class_summary(cls: type) -> str | None:
-    doc = (cls.__doc__ or '').strip()
-    return doc.splitlines()[0] if doc and not doc.startswith(cls.__name__ + '(') else None
-
-
-def _read_saved_config(path: str, cls: type, run_id: str) -> dict[str, Any]:
-    try:
-        with open(path, encoding='utf-8') as f:
-            saved = json.load(f)
-    except (OSError, ValueError) as e:
-        raise ValueError(f'Cannot resume run {run_id!r}: its saved config {path!r} cannot be '
-                         f'read ({e})') from e
-    if not isinstance(saved, dict):
-        raise ValueError(f'Cannot resume run {run_id!r}: its saved config {path!r} holds '
-                         f'{type(saved).__name__}, not a mapping')
-    known = set(all_paths(cls))
-    flat_saved = _paths(saved)
-    # a section given or left out whole is named once, not with each of its fields
-    unknown = _outermost(p for p in flat_saved if p not in known)
-    missing = _outermost(p for p in known if p not in flat_saved)
-    problems = []
-    if unknown:
-        problems.append(f'the class has no field {", ".join(f"`{p}`" for p in unknown)}')
-    if missing:
-        problems.append(f'the saved config has no {", ".join(f"`{p}`" for p in missing)}')
-    if not problems:
-        try:
-            config_from_dict(cls, saved)
-        except (TypeError, ValueError) as e:
-            problems.append(str(e))
-    if problems:
-        raise ValueError(
-            f'Cannot resume run {run_id!r}: its saved config {path!r} no longer matches '
-            f'{cls.__name__}: {"; ".join(problems)}. Start a new run (another `name`), or '
-            f'edit the saved config')
-    return saved
-
-
-def _outermost(paths: Iterable[str]) -> list[str]:
-    chosen = sorted(paths)
-    return [p for p in chosen if not any(p.startswith(q + '.') for q in chosen)]
-
-
-def _paths(values: Mapping[str, Any], prefix: str = '') -> set[str]:
-    out = set()
-    for key, value in values.items():
-        path = f'{prefix}{key}'
-        out.add(path)
-        if isinstance(value, Mapping):
-            out.update(_paths(value, path + '.'))
-    return out
-
-
-def _json_float(value: float) -> float | str:
-    return value if math.isfinite(value) else repr(value)
-
-
-def _package_versions() -> dict[str, str | None]:
-    from importlib import metadata
-
-    from .. import __version__
-    out: dict[str, str | None] = {}
-    for package in _VERSIONED:
-        try:
-            out[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            out[package] = None
-    out['tfsnippet'] = __version__
-    out['python'] = platform.python_version()
-    return out
-
-
-def _git_info(directory: str) -> dict[str, Any]:
-    """``{'git_commit': sha or None, 'git_dirty': bool or None}`` of the checkout at `directory`."""
-    def git(*args: str) -> str | None:
-        try:
-            proc = subprocess.run(['git', *args], cwd=directory, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return proc.stdout.strip() if proc.returncode == 0 else None
-
-    commit = git('rev-parse', 'HEAD')
-    if commit is None:
-        return {'git_commit': None, 'git_dirty': None}
-    status = git('status', '--porcelain', '--untracked-files=no')
-    return {'git_commit': commit, 'git_dirty': None if status is None else bool(status)}
 

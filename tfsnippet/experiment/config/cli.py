@@ -115,7 +115,7 @@ class _FileAction(argparse.Action):
         setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), values])
 
 
-def _class_summary(cls: type) -> str | None:
+def class_summary(cls: type) -> str | None:
     """The first paragraph of the docstring `cls` itself has (not inherited, not generated)."""
     doc = cls.__dict__.get('__doc__')
     if not doc or (dataclasses.is_dataclass(cls) and doc.startswith(f'{cls.__name__}(')):
@@ -162,7 +162,7 @@ def _add_arguments(cls: type, parser: argparse.ArgumentParser, prefix: tuple[str
             sub = path + (name,)
             dest = '.'.join(prefix + sub)
             if field.section is not None:
-                group = parser.add_argument_group(dest, _class_summary(field.section))
+                group = parser.add_argument_group(dest, class_summary(field.section))
                 visit(field.section, sub, shown.get(name, {}), group)
                 continue
             assert field.kind is not None
@@ -332,7 +332,7 @@ def parse_config(config_or_class: Any, argv: Sequence[str] | None = None,
         raise TypeError('`config_or_class` must be a Config subclass, a dataclass, or an '
                         f'instance of one, got {short_repr(config_or_class)}')
     if parser is None:
-        parser = argparse.ArgumentParser(description=_class_summary(cls), allow_abbrev=False)
+        parser = argparse.ArgumentParser(description=class_summary(cls), allow_abbrev=False)
     elif not isinstance(parser, argparse.ArgumentParser):
         raise TypeError(f'`parser` must be an argparse.ArgumentParser or None, '
                         f'got {short_repr(parser)}')
