@@ -332,7 +332,7 @@ def check_killed_during_save(job):
     assert sorted(set(entries) - set(temporaries)) == names(1, 2) + ['checkpoint_index.json']
     # the previous checkpoint is complete and readable
     previous = ckpt_path(job, 2 * STEPS_PER_EPOCH)
-    assert {'variables.index', 'state.pkl'} <= set(os.listdir(previous))
+    assert {'variables.index', 'state.npz'} <= set(os.listdir(previous))
     assert tf.train.list_variables(os.path.join(previous, 'variables'))
 
 

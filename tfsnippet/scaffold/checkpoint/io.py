@@ -6,7 +6,7 @@ An asynchronous save (``CheckpointSaver(..., asynchronous=True)``, which
 * in the thread that saves, :class:`HostBuffers` copies every variable into
   numpy arrays (eager: each variable read into a buffer allocated once;
   graph: one ``session.run`` of the variables) and the Python state is
-  pickled, so the checkpoint holds the state *at the save*;
+  encoded (:mod:`.state_format`), so the checkpoint holds the state *at the save*;
 * :class:`AsyncCheckpointWriter` then hands a ``write`` callable to the
   :class:`~.store.CheckpointStore` in a background thread: the variables go
   into the same TensorFlow bundle files a synchronous save writes

@@ -16,8 +16,9 @@ from ...utils.misc import warn_user
 from ...utils.validation import check_bool, check_positive_int, check_positive_number
 from ..checkpoint.export import WEIGHTS_SUFFIX, check_export_path, is_keras_model, write_export
 from ..checkpoint.io import AsyncSaveStats, CheckpointWriteError
-from ..checkpoint.saver import (_STATE_FILE, _TMP_PREFIX, CheckpointSavableObject,
-                                CheckpointSaver, check_checkpoint_objects)
+from ..checkpoint.saver import (_TMP_PREFIX, CheckpointSavableObject, CheckpointSaver,
+                                check_checkpoint_objects)
+from ..checkpoint.state_format import has_state
 from ..checkpoint.store import CheckpointStore
 from ..event_keys import EventKeys
 from ..metrics.monitor import Monitor, loop_monitor
@@ -141,7 +142,7 @@ class Checkpointer(LoopComponent):
                 f'`restore_checkpoint` must be True, False or a checkpoint path, got {restore!r}')
         if not isinstance(restore, bool):
             restore = os.path.abspath(restore)
-            if not os.path.isfile(os.path.join(restore, _STATE_FILE)):
+            if not has_state(restore):
                 raise ValueError(
                     f'`restore_checkpoint` must be True, False or the path of an existing '
                     f'checkpoint, but {restore!r} is not a checkpoint')
