@@ -277,9 +277,11 @@ def _decode_hook(arrays: Mapping[str, np.ndarray]) -> Any:
             return arrays[name][()]
         out = {}
         for key, value in obj.items():
-            if key[:2] != '$$':
-                raise ValueError(f'it holds an unknown marker {key!r}')
-            out[key[1:]] = value
+            if key[:1] == '$':
+                if key[:2] != '$$':
+                    raise ValueError(f'it holds an unknown marker {key!r}')
+                key = key[1:]
+            out[key] = value
         return out
     return hook
 
