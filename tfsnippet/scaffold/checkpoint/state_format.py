@@ -52,7 +52,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
 import zipfile
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -203,9 +205,60 @@ class EncodedState:
 
     def to_bytes(self) -> bytes:
         """The bytes of the file: a copy, which later changes of the arrays do not reach."""
+        if self.array_bytes < _STREAM_BYTES:
+            return _small_npz([(_STRUCTURE + '.npy', _npy_bytes(np.frombuffer(
+                self.structure, np.uint8)))] + [(f'a{i}.npy', _npy_bytes(a))
+                                                for i, a in enumerate(self.arrays)])
         buffer = io.BytesIO()
         self.write_to(buffer)
         return buffer.getvalue()
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    """`array` in NumPy's ``.npy`` format (version 1.0), as ``np.save`` writes it."""
+    fortran = bool(array.flags.f_contiguous and not array.flags.c_contiguous)
+    header = (f"{{'descr': {np.lib.format.dtype_to_descr(array.dtype)!r}, "
+              f"'fortran_order': {fortran}, 'shape': {tuple(array.shape)!r}, }}")
+    # magic, version, header length; the header padded with spaces to a multiple of 64
+    pad = 63 - (10 + len(header)) % 64
+    header = header + ' ' * pad + '\n'
+    if len(header) > 0xffff:   # only for records of very many fields: let numpy write it
+        out = io.BytesIO()
+        np.lib.format.write_array(out, array, allow_pickle=False)
+        return out.getvalue()
+    data = (array.T if fortran else np.ascontiguousarray(array)).tobytes()
+    return b'\x93NUMPY\x01\x00' + struct.pack('<H', len(header)) + header.encode('latin1') + data
+
+
+# what a zip file of stored (uncompressed) members is made of: local headers, central
+# directory entries and the end record (PKWARE's APPNOTE, the parts a .npz uses)
+_LOCAL = struct.Struct('<IHHHHHIIIHH')
+_CENTRAL = struct.Struct('<IHHHHHHIIIHHHHHII')
+_END = struct.Struct('<IHHHHIIH')
+_DOS_DATE = (1980 - 1980) << 9 | 1 << 5 | 1   # 1980-01-01: the files carry no time
+
+
+def _small_npz(members: list[tuple[str, bytes]]) -> bytes:
+    """An uncompressed zip archive of `members` (each under 4 GiB)."""
+    parts: list[bytes] = []
+    central: list[bytes] = []
+    offset = 0
+    for name, data in members:
+        raw = name.encode('ascii')
+        crc = zlib.crc32(data)
+        local = _LOCAL.pack(0x04034b50, 20, 0, 0, 0, _DOS_DATE, crc, len(data), len(data),
+                            len(raw), 0) + raw
+        central.append(_CENTRAL.pack(0x02014b50, 20, 20, 0, 0, 0, _DOS_DATE, crc, len(data),
+                                     len(data), len(raw), 0, 0, 0, 0, 0o600 << 16,
+                                     offset) + raw)
+        parts.append(local)
+        parts.append(data)
+        offset += len(local) + len(data)
+    directory = b''.join(central)
+    parts.append(directory)
+    parts.append(_END.pack(0x06054b50, 0, 0, len(members), len(members), len(directory),
+                           offset, 0))
+    return b''.join(parts)
 
 
 def encode_state(step: int, variables: Mapping[str, str],
