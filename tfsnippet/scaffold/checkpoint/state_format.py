@@ -349,7 +349,7 @@ def decode_state(data: bytes | Any, source: str = 'the state') -> dict[str, Any]
     try:
         with np.load(io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data,
                      allow_pickle=False) as npz:
-            if not isinstance(npz, Mapping) or _STRUCTURE not in npz.files:
+            if not isinstance(npz, np.lib.npyio.NpzFile) or _STRUCTURE not in npz.files:
                 raise ValueError(f'it is not a .npz archive with a {_STRUCTURE!r} member')
             header = npz[_STRUCTURE]
             if header.dtype != np.uint8 or header.ndim != 1:
