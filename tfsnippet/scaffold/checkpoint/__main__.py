@@ -2,7 +2,7 @@
 
 Converts every legacy (pickled ``state.pkl``) tfsnippet checkpoint at or
 under ``DIR`` into the current data-only format (see
-:func:`~tfsnippet.scaffold.checkpoint.state_format.convert_legacy_checkpoints`).
+:func:`~tfsnippet.scaffold.checkpoint.convert_legacy_checkpoints`).
 Running it says that you trust those checkpoints: their pickles are loaded.
 """
 

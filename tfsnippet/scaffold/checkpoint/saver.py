@@ -487,7 +487,7 @@ class CheckpointSaver:
 
         Raises:
             FileNotFoundError: `path` is not a checkpoint.
-            ~tfsnippet.scaffold.checkpoint.state_format.UntrustedCheckpointError:
+            ~tfsnippet.scaffold.checkpoint.UntrustedCheckpointError:
                 `path` is a legacy checkpoint and nothing says it is trusted
                 (nothing is read).
             CheckpointError: The checkpoint's files cannot be read.
@@ -500,7 +500,8 @@ class CheckpointSaver:
         if self._writer is not None:
             self._writer.wait(raise_error=False)  # not while a save may prune it
         path = os.path.abspath(path)
-        saved = state_format.read_state(path, trust_pickle=trust_pickle)
+        saved = state_format.read_state(path, trust_pickle=check_bool(trust_pickle,
+                                                                      'trust_pickle'))
         var_dict = self._variable_dict()
         prefix = os.path.join(path, _VARS_PREFIX)
         saved_shapes: dict[str, list[int]] = {}
@@ -580,7 +581,7 @@ class CheckpointSaver:
         Raises:
             FileNotFoundError: There is no (readable) checkpoint and
                 `ignore_non_exist` is not set.
-            ~tfsnippet.scaffold.checkpoint.state_format.UntrustedCheckpointError:
+            ~tfsnippet.scaffold.checkpoint.UntrustedCheckpointError:
                 The newest checkpoint is a legacy one that is not trusted.
             ValueError: The checkpoint's variables do not match, or
                 `session` is given in eager mode or runs another graph.

@@ -41,9 +41,10 @@ a checkpoint is read only when the user says they trust it: the
 environment variable ``TFSNIPPET_TRUST_PICKLE=1`` (which resuming loops
 honour), or ``trust_pickle=True`` where an API reads a checkpoint
 (:func:`~tfsnippet.warm_start`, :meth:`~tfsnippet.CheckpointSaver.restore`).
-Otherwise reading it raises :class:`UntrustedCheckpointError` and nothing
+Otherwise reading it raises
+:class:`~tfsnippet.scaffold.checkpoint.UntrustedCheckpointError` and nothing
 of the file is loaded.  ``python -m tfsnippet.scaffold.checkpoint convert
-DIR`` (:func:`convert_legacy_checkpoints`) rewrites trusted legacy
+DIR`` (:func:`~tfsnippet.scaffold.checkpoint.convert_legacy_checkpoints`) rewrites trusted legacy
 checkpoints into this format once.
 """
 
@@ -60,9 +61,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ['CheckpointError', 'UntrustedCheckpointError', 'EncodedState', 'encode_state',
-           'decode_state', 'read_state', 'write_state_file', 'has_state',
-           'convert_legacy_checkpoints', 'trust_pickle_from_env',
+# CheckpointError, UntrustedCheckpointError and convert_legacy_checkpoints are public
+# through tfsnippet.scaffold.checkpoint, which documents them
+__all__ = ['EncodedState', 'encode_state', 'decode_state', 'read_state', 'write_state_file',
+           'has_state', 'trust_pickle_from_env',
            'STATE_FILE', 'LEGACY_STATE_FILE', 'TRUST_PICKLE_ENV', 'FORMAT_NAME',
            'FORMAT_VERSION']
 

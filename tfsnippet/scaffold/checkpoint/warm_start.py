@@ -531,7 +531,7 @@ def warm_start(source: str | os.PathLike[str],
             recorded twice in the source; or no target has a value in the
             source (write a `mapping`: the message lists names of both).
         CheckpointError: The source's files cannot be read.
-        ~tfsnippet.scaffold.checkpoint.state_format.UntrustedCheckpointError:
+        ~tfsnippet.scaffold.checkpoint.UntrustedCheckpointError:
             `source` is a legacy tfsnippet checkpoint and nothing says it is
             trusted: nothing was read or assigned.
         RuntimeError: Graph mode and no default session.
