@@ -1,4 +1,4 @@
-"""Benchmark: the loop-state part of a checkpoint save, pickle (before) against the data-only format.
+"""Benchmark: the loop-state part of a checkpoint save, pickle (before) against state.npz.
 
 A typical eager loop is run into its second epoch: a shuffled DataFlow
 (its position holds a ``RandomState``'s state), early stopping (its

@@ -13,7 +13,6 @@ import contextlib
 import os
 import re
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
