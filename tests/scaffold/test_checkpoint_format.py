@@ -409,3 +409,12 @@ def test_convert_names_a_legacy_state_that_is_not_plain_data(tmp_path, capsys):
         f"bool, int, float, str, lists, tuples, dicts with str keys, numpy arrays and numpy "
         f"scalars (not of object dtype)\n")
     assert os.listdir(directory) == ['state.pkl']   # left as it was
+
+
+def test_large_arrays_are_streamed_into_the_file_and_read_back(tmp_path):
+    big = np.arange(300_000, dtype=np.float64).reshape(3000, 100)   # 2.4 MB: streamed
+    state = {'snapshot': [big, np.asfortranarray(big[:, :7])], 'n': np.int32(4)}
+    encoded = encode_state(3, {}, {'obj': state})
+    state_format.write_state_file(str(tmp_path), encoded)
+    same(read_state(str(tmp_path))['objects']['obj'], state)
+    same(decode_state(encoded.to_bytes())['objects']['obj'], state)
