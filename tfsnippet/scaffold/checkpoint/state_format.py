@@ -22,9 +22,8 @@ An encoded state is the state as JSON, with these rules: an array is
 written as ``{"$array": <n>}`` (the member ``a<n>``), a numpy scalar as
 ``{"$scalar": <n>}`` (the 0-d member ``a<n>``), a tuple as ``{"$tuple":
 [<items>]}``, and a dict key that starts with ``$`` is written with one
-more ``$`` in front.  Floats are
-written exactly (``NaN`` and ``Infinity`` as Python's ``json`` writes
-them), integers of any size as JSON integers.
+more ``$`` in front.  Floats are written exactly (``NaN`` and ``Infinity``
+as Python's ``json`` writes them), integers of any size as JSON integers.
 
 **What a state may hold** ("plain data"): ``None``, ``bool``, ``int``,
 ``float``, ``str``, ``list``, ``tuple``, ``dict`` with ``str`` keys,
@@ -44,8 +43,8 @@ honour), or ``trust_pickle=True`` where an API reads a checkpoint
 Otherwise reading it raises
 :class:`~tfsnippet.scaffold.checkpoint.UntrustedCheckpointError` and nothing
 of the file is loaded.  ``python -m tfsnippet.scaffold.checkpoint convert
-DIR`` (:func:`~tfsnippet.scaffold.checkpoint.convert_legacy_checkpoints`) rewrites trusted legacy
-checkpoints into this format once.
+DIR`` (:func:`~tfsnippet.scaffold.checkpoint.convert_legacy_checkpoints`)
+rewrites trusted legacy checkpoints into this format once.
 """
 
 from __future__ import annotations
