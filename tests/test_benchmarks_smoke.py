@@ -281,3 +281,24 @@ def test_bench_recording_quick_run_prints_the_table():
     for case in ('in an Experiment, flush_secs=0 (a write per epoch)',
                  'in an Experiment, flush_secs=1 (default)'):
         assert rows[case].rstrip().endswith(('yes', 'no')), rows[case]
+
+
+STATE_FORMAT_SCRIPT = SCRIPT.parent / 'bench_state_format.py'
+
+
+def test_bench_state_format_quick_run_prints_both_paths_and_the_ratio(tmp_path):
+    env = dict(os.environ, PYTHONIOENCODING='utf-8')
+    rows_path = tmp_path / 'rows.json'
+    proc = subprocess.run(
+        [sys.executable, str(STATE_FORMAT_SCRIPT), '--quick', '--dir', str(tmp_path),
+         '--table-json', str(rows_path)], cwd=str(STATE_FORMAT_SCRIPT.parents[1]), env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding='utf-8', timeout=600)
+    assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}'
+    out = proc.stdout
+    assert 'pickle µs' in out and 'state.npz µs' in out and 'ratio' in out
+    for case in ('encode + write a file', 'encode into memory'):
+        assert re.search(rf'^{re.escape(case)}\s+[\d.]+\s+[\d.]+\s+[\d.]+', out, re.M), out
+    rows = json.loads(rows_path.read_text())
+    assert [r['baseline'] for r in rows] == ['pickle', 'pickle']
+    assert rows[0]['target'] == '<= 1.0x' and rows[0]['met'] in (True, False)
+    assert os.listdir(tmp_path) == ['rows.json']   # the temporary files are gone

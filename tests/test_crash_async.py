@@ -198,7 +198,7 @@ def check_killed_in_write(child, root, w, step):
     entries = os.listdir(os.path.join(str(root), 'checkpoint'))
     unfinished = [n for n in entries if n.startswith(f'.tmp-checkpoint.dat-{step}-')]
     assert len(unfinished) == 1, entries
-    assert {'variables.index', 'state.pkl'} <= set(
+    assert {'variables.index', 'state.npz'} <= set(
         os.listdir(os.path.join(str(root), 'checkpoint', unfinished[0])))
     assert sorted(set(entries) - set(unfinished)) == sorted(
         [INDEX_FILE] + [f'checkpoint.dat-{s}' for s in range(step - 3, step)])

@@ -6,9 +6,10 @@ it with ``sys.executable``:
 * a run killed after it printed the marker of epoch 3 resumes from that
   epoch's checkpoint, and ends with variables bitwise equal to those of a run
   that was never interrupted;
-* a run killed *inside* ``CheckpointSaver.save`` (a registered object's state
-  kills the process while it is pickled, after the variables were written to
-  the temporary directory) leaves the earlier checkpoints intact; the next
+* a run killed *inside* ``CheckpointSaver.save`` (the script wraps the
+  function that writes the state file, so that the process is killed there,
+  after the variables were written to the temporary directory) leaves the
+  earlier checkpoints intact; the next
   start resumes from the last complete one, removes the leftovers and
   finishes, in eager and in graph mode.
 
@@ -52,16 +53,21 @@ parser.add_argument('--pause', type=int, default=0)
 args = parser.parse_args()
 
 
-class Killer:
-    """Kills this process when it is pickled, if armed."""
+KILL = {'armed': False}
 
-    def __init__(self, armed):
-        self.armed = armed
 
-    def __reduce__(self):
-        if self.armed:
+def arm_the_killer():
+    """Kill this process when the armed save writes its state file."""
+    from tfsnippet.scaffold.checkpoint import state_format
+
+    write = state_format.write_state_file
+
+    def write_or_die(directory, state):
+        if KILL['armed']:
             os.kill(os.getpid(), signal.SIGKILL)
-        return (Killer, (False,))
+        write(directory, state)
+
+    state_format.write_state_file = write_or_die
 
 
 def say(line):
@@ -83,13 +89,16 @@ VALID_Y = VALID_X @ np.array([[1.], [-2.], [0.5], [3.]], np.float32)
 
 
 def make_loop(spt, params, objects):
+    arm_the_killer()
+
     class SaveCounter(spt.CheckpointSavableObject):
         def __init__(self):
             self.saves = 0
 
         def get_state(self):
             self.saves += 1
-            return {'saves': self.saves, 'killer': Killer(self.saves == args.kill_at_save)}
+            KILL['armed'] = self.saves == args.kill_at_save
+            return {'saves': self.saves}
 
         def set_state(self, state):
             self.saves = state['saves']
@@ -332,7 +341,7 @@ def check_killed_during_save(job):
     assert sorted(set(entries) - set(temporaries)) == names(1, 2) + ['checkpoint_index.json']
     # the previous checkpoint is complete and readable
     previous = ckpt_path(job, 2 * STEPS_PER_EPOCH)
-    assert {'variables.index', 'state.pkl'} <= set(os.listdir(previous))
+    assert {'variables.index', 'state.npz'} <= set(os.listdir(previous))
     assert tf.train.list_variables(os.path.join(previous, 'variables'))
 
 

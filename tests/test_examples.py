@@ -187,7 +187,7 @@ def test_example_writes_tensorboard_scalars(script, runs):
 def checkpoint_steps(checkpoint_dir):
     """The steps of the checkpoints saved under `checkpoint_dir`, in order."""
     steps = []
-    for state in checkpoint_dir.rglob('state.pkl'):
+    for state in checkpoint_dir.rglob('state.npz'):
         m = re.search(r'-(\d+)$', state.parent.name)
         assert m, state
         steps.append(int(m.group(1)))

@@ -94,7 +94,7 @@ def test_async_saves_write_the_files_of_sync_saves_and_resume(tmp_path):
         range(1, 11))
     for step in range(1, 11):
         a, b = ckpt(tmp_path / 'sync', step), ckpt(tmp_path / 'async', step)
-        for name in ('variables.index', 'variables.data-00000-of-00001', 'state.pkl'):
+        for name in ('variables.index', 'variables.data-00000-of-00001', 'state.npz'):
             with open(os.path.join(a, name), 'rb') as fa, open(os.path.join(b, name), 'rb') as fb:
                 assert fa.read() == fb.read(), (step, name)
         big = tf.train.load_variable(os.path.join(b, 'variables'), 'big')

@@ -292,7 +292,7 @@ def damage_truncate_data(path):
 
 
 def damage_corrupt_state(path):
-    with open(os.path.join(path, 'state.pkl'), 'wb') as f:
+    with open(os.path.join(path, 'state.npz'), 'wb') as f:
         f.write(b'garbage')
 
 
@@ -335,7 +335,7 @@ def test_leftover_temporaries_are_removed_on_enter(tmp_path):
     run_once(tmp_path, max_epoch=1)
     stale = tmp_path / 'checkpoint' / '.tmp-checkpoint.dat-4-00ff'
     stale.mkdir()
-    (stale / 'state.pkl').write_bytes(b'half')
+    (stale / 'state.npz').write_bytes(b'half')
     with new_graph() as session:
         net = Net(session)
         with new_loop(tmp_path, net, Tally(), []):

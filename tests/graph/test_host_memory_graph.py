@@ -7,7 +7,6 @@ pieces, and every checkpoint holds the values of its step.
 """
 
 import os
-import pickle
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ import tensorflow as tf
 
 import tfsnippet as spt
 from tfsnippet.scaffold.checkpoint.io import CHUNK_BYTES, HostBuffers
+from tfsnippet.scaffold.checkpoint.state_format import read_state
 
 v1 = tf.compat.v1
 
@@ -85,8 +85,7 @@ def test_async_checkpoints_hold_the_state_of_their_step(session, tmp_path):
         reader = tf.train.load_checkpoint(os.path.join(path, 'variables'))
         assert np.all(reader.get_tensor('w') == step)
         np.testing.assert_array_equal(reader.get_tensor('b'), [step, 2 * step])
-        with open(os.path.join(path, 'state.pkl'), 'rb') as f:
-            snapshot = _find(pickle.load(f), 'snapshot')
+        snapshot = _find(read_state(path), 'snapshot')
         best_step = max((e * STEPS for e in (1, 2, 3) if e * STEPS < step), default=None)
         if best_step is None:
             assert snapshot is None

@@ -1,7 +1,7 @@
 """Checkpoints and resume in eager mode (API.md sections 4 and 7.7, as changed by our docs).
 
 A checkpoint is the directory ``<checkpoint_dir>/checkpoint/checkpoint.dat-<step>/``
-(``variables.*`` in TF's format plus ``state.pkl``), listed oldest first in
+(``variables.*`` in TF's format plus ``state.npz``), listed oldest first in
 ``checkpoint_index.json``.  Each test saves, changes the values, restores
 and compares; values are chosen so that every expected number is known by
 hand (each step adds 1 to ``w``).
@@ -37,7 +37,7 @@ class Tally(spt.CheckpointSavableObject):
     def get_state(self):
         if self.fail == 'raise':
             raise RuntimeError('cannot get the state')
-        if self.fail == 'unpicklable':
+        if self.fail == 'not_plain':
             return {'seen': list(self.seen), 'lock': threading.Lock()}
         return {'seen': list(self.seen)}
 
@@ -107,7 +107,7 @@ def test_saver_save_mutate_restore(tmp_path):
 
     path1 = saver.save(1)
     assert path1 == os.path.join(save_dir, 'checkpoint.dat-1')
-    assert {'variables.index', 'state.pkl'} <= set(os.listdir(path1))
+    assert {'variables.index', 'state.npz'} <= set(os.listdir(path1))
     # list items are saved under their name without ':0'
     assert dict(tf.train.list_variables(os.path.join(path1, 'variables'))) == {
         'a': [2], 'parent/b': []}
@@ -515,17 +515,17 @@ def damage_remove_index(path):
 
 
 def damage_corrupt_state(path):
-    with open(os.path.join(path, 'state.pkl'), 'wb') as f:
-        f.write(b'\x80\x05not a pickle')
+    with open(os.path.join(path, 'state.npz'), 'wb') as f:
+        f.write(b'PK\x03\x04not a zip')
 
 
 def damage_truncate_state(path):
-    with open(os.path.join(path, 'state.pkl'), 'r+b') as f:
+    with open(os.path.join(path, 'state.npz'), 'r+b') as f:
         f.truncate(10)
 
 
 def damage_remove_state(path):
-    os.remove(os.path.join(path, 'state.pkl'))
+    os.remove(os.path.join(path, 'state.npz'))
 
 
 @pytest.mark.parametrize('damage', [
@@ -595,7 +595,8 @@ def test_leftover_temporaries_are_removed_on_enter(tmp_path):
 
 @pytest.mark.parametrize('fail,error,message', [
     ('raise', RuntimeError, 'cannot get the state'),
-    ('unpicklable', TypeError, "cannot pickle '_thread.lock' object"),
+    ('not_plain', TypeError, "The checkpoint state of 'tally' is not plain data: "
+                             "state['lock'] is a _thread.lock"),
 ])
 def test_failed_save_leaves_the_previous_checkpoints(tmp_path, fail, error, message):
     w, tally = tf.Variable(0., name='w'), Tally()

@@ -16,7 +16,6 @@ last long enough that a loop that did not wait would be seen not waiting.
 """
 
 import os
-import pickle
 import re
 import signal
 import threading
@@ -29,6 +28,7 @@ import tensorflow as tf
 import tfsnippet as spt
 from tfsnippet.scaffold.checkpoint import io as ckpt_io
 from tfsnippet.scaffold.checkpoint import saver as saver_module
+from tfsnippet.scaffold.checkpoint import state_format
 from tfsnippet.scaffold.checkpoint.store import INDEX_FILE, CheckpointStore
 from tfsnippet.scaffold.components.checkpointer import TrainingPreempted
 
@@ -96,8 +96,7 @@ def complete_steps(root):
 
 
 def read_state(path):
-    with open(os.path.join(path, 'state.pkl'), 'rb') as f:
-        return pickle.load(f)
+    return state_format.read_state(path)
 
 
 def train(root, asynchronous, max_epoch=2, stop_at=None, **kwargs):

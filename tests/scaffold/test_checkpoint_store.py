@@ -758,7 +758,7 @@ def test_saver_passes_durable_and_uses_the_store(tmp_path):
     saver = spt.CheckpointSaver([v], str(tmp_path), max_to_keep=3, durable=False)
     assert saver.store.durable is False and saver.store.max_to_keep == 3
     path = saver.save(2)
-    assert set(os.listdir(path)) >= {'variables.index', 'state.pkl', MARKER_FILE}
+    assert set(os.listdir(path)) >= {'variables.index', 'state.npz', MARKER_FILE}
     assert saver.store.latest() == path == saver.latest_checkpoint()
 
 

@@ -6,9 +6,7 @@ not once per improvement or per save; the checkpoints still hold the values
 of their step, and the snapshot saved with them is the one of that moment.
 """
 
-import io
 import os
-import pickle
 
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ import tensorflow as tf
 
 import tfsnippet as spt
 from tfsnippet.scaffold.checkpoint.io import CHUNK_BYTES, HostBuffers, freeze_state
+from tfsnippet.scaffold.checkpoint.state_format import decode_state, encode_state, read_state
 
 BIG = CHUNK_BYTES // 4 * 3 // 2 + 3   # float32 elements: more than one piece, not a multiple
 VALID = {1: 3., 2: 2., 3: 1., 4: 5.}    # improves at epochs 1-3, not 4
@@ -102,8 +101,7 @@ def test_async_checkpoints_hold_the_state_of_their_step(tmp_path):
         names = dict(tf.train.list_variables(prefix))
         w_key = next(k for k, shape in names.items() if shape == [BIG])
         assert np.all(reader.get_tensor(w_key) == step)
-        with open(os.path.join(path, 'state.pkl'), 'rb') as f:
-            state = pickle.load(f)
+        state = read_state(path)
         snapshot = _find(state, 'snapshot')
         # a step save comes before the validation at the end of its epoch
         best_step = max((e * STEPS for e in (1, 2, 3) if e * STEPS < step), default=None)
@@ -140,12 +138,10 @@ def test_freeze_state_lends_host_buffers_and_copies_the_rest():
     buffers = HostBuffers()
     snapshot = buffers.copy([var])
     other = np.arange(3.)
-    frozen = freeze_state({'snapshot': snapshot, 'other': other})
+    frozen = freeze_state(encode_state(1, {}, {'x': {'snapshot': snapshot, 'other': other}}))
     assert frozen.lent == 1              # the host buffer, not the other array
     other[:] = -1.                       # an ordinary array was copied at the freeze
-    out = io.BytesIO()
-    frozen.dump(out)
-    state = pickle.loads(out.getvalue())
+    state = decode_state(frozen.encoded.to_bytes())['objects']['x']
     assert np.all(state['snapshot'][0] == 2.)
     np.testing.assert_array_equal(state['other'], [0., 1., 2.])
     frozen.release()

@@ -11,7 +11,6 @@ interrupted run plus its resumed run with those of an uninterrupted run.
 """
 
 import os
-import pickle
 import threading
 
 import numpy as np
@@ -19,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 import tfsnippet as spt
+from tfsnippet.scaffold.checkpoint.state_format import read_state
 
 ROWS, BATCH = 23, 4          # 6 batches per epoch: 4, 4, 4, 4, 4, 3
 STOP_AT = 9                  # the 3rd step of epoch 2
@@ -60,9 +60,8 @@ def checkpointed(root):
 
 
 def saved_loop_state(root, step):
-    path = os.path.join(str(root), 'checkpoint', f'checkpoint.dat-{step}', 'state.pkl')
-    with open(path, 'rb') as f:
-        return pickle.load(f)['objects']['$$train_loop']['loop']
+    path = os.path.join(str(root), 'checkpoint', f'checkpoint.dat-{step}')
+    return read_state(path)['objects']['$$train_loop']['loop']
 
 
 def shuffled_flow(seed=7):

@@ -349,10 +349,10 @@ def test_source_file_of_another_kind(tmp_path):
 
 def test_damaged_checkpoint(tmp_path):
     path = save_tfsnippet(tmp_path, make_net(), step=1)
-    with open(os.path.join(path, 'state.pkl'), 'wb') as f:
+    with open(os.path.join(path, 'state.npz'), 'wb') as f:
         f.write(b'garbage')
     with pytest.raises(CheckpointError, match=re.escape(
-            f"Cannot read the checkpoint state {os.path.join(path, 'state.pkl')!r}: ")):
+            f"Cannot read the checkpoint state {os.path.join(path, 'state.npz')!r}: ")):
         warm_start(tmp_path, make_net(), print_func=None)
 
 

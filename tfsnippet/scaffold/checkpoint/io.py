@@ -6,11 +6,11 @@ An asynchronous save (``CheckpointSaver(..., asynchronous=True)``, which
 * in the thread that saves, :class:`HostBuffers` copies every variable into
   numpy buffers allocated once and reused by every save (eager: each
   variable's host tensor copied straight in; graph: fetched by pieces, so no
-  whole transient copy) and the Python state is pickled
-  (:func:`freeze_state`), so the checkpoint holds the state *at the save*;
-  the arrays of other :class:`HostBuffers` in that state (the early-stopping
-  snapshot) are not copied but lent to the save, and their next copy waits
-  for it;
+  whole transient copy) and the Python state is encoded
+  (:mod:`.state_format`) and frozen (:func:`freeze_state`), so the
+  checkpoint holds the state *at the save*; the arrays of other
+  :class:`HostBuffers` in that state (the early-stopping snapshot) are not
+  copied but lent to the save, and their next copy waits for it;
 * :class:`AsyncCheckpointWriter` then hands a ``write`` callable to the
   :class:`~.store.CheckpointStore` in a background thread: the variables go
   into the same TensorFlow bundle files a synchronous save writes
@@ -28,7 +28,6 @@ checkpoints intact.
 
 from __future__ import annotations
 
-import pickle
 import threading
 import time
 import weakref
@@ -41,6 +40,7 @@ import tensorflow as tf
 
 from ...tfops.tf_vars import as_tf_variable
 from ...tfops.var_io import assign_variables
+from .state_format import EncodedState
 from .store import CheckpointStore
 
 __all__ = ['AsyncCheckpointWriter', 'AsyncSaveStats', 'CheckpointWriteError', 'HostBuffers',
@@ -161,17 +161,15 @@ def _wait_returned(array: np.ndarray) -> None:
 
 
 class FrozenState:
-    """A Python state taken at a save, to be pickled later in another thread.
+    """A checkpoint's encoded state taken at a save, to be written later in another thread.
 
-    Made by :func:`freeze_state`.  :meth:`dump` writes the same pickle a
-    ``pickle.dump`` of the state at the save would; :meth:`release` gives
-    the lent host buffers back (the writer calls it once the save ended).
+    Made by :func:`freeze_state`.  :attr:`encoded` is what the writer writes
+    (:func:`~.state_format.write_state_file`); :meth:`release` gives the lent
+    host buffers back (the writer calls it once the save ended).
     """
 
-    def __init__(self, data: bytes, buffers: list[pickle.PickleBuffer],
-                 event: threading.Event | None, keys: list[int]):
-        self._data = data
-        self._buffers = buffers
+    def __init__(self, encoded: EncodedState, event: threading.Event | None, keys: list[int]):
+        self.encoded = encoded
         self._event = event
         self._keys = keys
 
@@ -180,14 +178,8 @@ class FrozenState:
         """How many host buffers are lent to this state (until :meth:`release`)."""
         return len(self._keys) if self._event is not None else 0
 
-    def dump(self, file: Any) -> None:
-        """Pickle the state into the binary `file` (the lent buffers are not copied)."""
-        state = pickle.loads(self._data, buffers=self._buffers)
-        pickle.dump(state, file, protocol=pickle.HIGHEST_PROTOCOL)
-
     def release(self) -> None:
         """Give the lent host buffers back (they may be written into again)."""
-        self._buffers = []
         if self._event is not None:
             with _registry_lock:
                 for key in self._keys:
@@ -197,39 +189,29 @@ class FrozenState:
             self._event = None
 
 
-def freeze_state(state: Any) -> FrozenState:
-    """Take `state` now, for a background save: pickled, except the arrays of
-    :class:`HostBuffers`, which are lent (not copied) until
+def freeze_state(encoded: EncodedState) -> FrozenState:
+    """Take the `encoded` state now, for a background save: its arrays are copied,
+    except those of :class:`HostBuffers`, which are lent (not copied) until
     :meth:`FrozenState.release`: meanwhile :meth:`HostBuffers.copy` waits
     before it writes into them, so the saved values stay those of the save.
     """
     lent: list[np.ndarray] = []
-
-    def in_band(buffer: pickle.PickleBuffer) -> bool:
-        with buffer.raw() as view:
-            owner = view.obj
-        if isinstance(owner, np.ndarray) and _is_owned(owner):
-            lent.append(owner)
-            return False
-        return True   # anything else is copied now
-
-    buffers: list[pickle.PickleBuffer] = []
-
-    def callback(buffer: pickle.PickleBuffer) -> bool:
-        if in_band(buffer):
-            return True
-        buffers.append(buffer)
-        return False
-
-    data = pickle.dumps(state, protocol=5, buffer_callback=callback)
+    arrays = []
+    for array in encoded.arrays:
+        if _is_owned(array):
+            lent.append(array)
+            arrays.append(array)
+        else:
+            arrays.append(np.array(array, copy=True))   # later changes must not reach it
+    frozen = EncodedState(encoded.structure, arrays)
     if not lent:
-        return FrozenState(data, buffers, None, [])
+        return FrozenState(frozen, None, [])
     event = threading.Event()
     keys = [id(a) for a in lent]
     with _registry_lock:
         for key in keys:
             _lent[key] = event
-    return FrozenState(data, buffers, event, keys)
+    return FrozenState(frozen, event, keys)
 
 
 class HostBuffers:

@@ -5,7 +5,10 @@ A checkpoint is a directory ``<save_dir>/<filename>-<step>/`` holding
 * ``variables.index`` / ``variables.data-*``: the variables, in TensorFlow's
   checkpoint format (``tf.train.list_variables`` reads them, keyed by the
   names this saver gives them);
-* ``state.pkl``: the Python state of the registered objects.
+* ``state.npz``: the Python state of the loop and of the registered
+  objects, as data only (JSON and numpy arrays, see :mod:`.state_format`):
+  reading it runs no code.  Checkpoints of earlier versions hold a pickled
+  ``state.pkl`` instead, read only when trusted.
 
 Where the directories go, the index ``checkpoint_index.json`` that lists
 them oldest first, retention and the crash-safe, durable way they are
@@ -17,7 +20,6 @@ newest complete checkpoint for the next start.
 from __future__ import annotations
 
 import os
-import pickle
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -29,32 +31,40 @@ from ...tfops.session import get_default_session_or_error
 from ...tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
 from ...utils.validation import check_bool
 from ...tfops.var_io import assign_variables
+from . import state_format
 from .io import AsyncCheckpointWriter, AsyncSaveStats, HostBuffers, freeze_state, write_bundle
+from .state_format import CheckpointError, UntrustedCheckpointError
 from .store import CheckpointStore, check_step
 
 __all__ = ['CheckpointSavableObject', 'CheckpointSaver', 'CheckpointError', 'LOOP_STATE_KEY']
 
-STATE_FILE = 'state.pkl'
+STATE_FILE = state_format.STATE_FILE
 VARS_PREFIX = 'variables'
-_STATE_FORMAT = 1
 #: Where the loop's state is in a checkpoint's objects: the key of the format
 #: read since 0.3 (kept so that every checkpoint written so far still resumes).
 LOOP_STATE_KEY = '$$train_loop'
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint could not be read (missing or damaged files)."""
-
-
 class CheckpointSavableObject:
     """A Python object whose state is saved in checkpoints.
 
-    Subclasses return their state as a picklable dict from :meth:`get_state`
-    and take it back in :meth:`set_state`.
+    Subclasses return their state from :meth:`get_state` and take it back
+    in :meth:`set_state`.  The state is a dict of **plain data**: ``None``,
+    ``bool``, ``int``, ``float``, ``str``, lists, tuples, dicts with ``str``
+    keys, numpy arrays and numpy scalars (not of ``object`` dtype), nested
+    in any way; it is saved as JSON and ``.npz`` (see
+    :mod:`~tfsnippet.scaffold.checkpoint.state_format`), never as code, and
+    :meth:`set_state` receives the same types and values back.  A set,
+    bytes, a subclass of these types (an ``OrderedDict``, an enum) or any
+    other object is refused when the checkpoint is saved, by a
+    :class:`TypeError` that names the object's key and where in its state
+    the value is.
+    Arrays are copied when the checkpoint is taken, also for asynchronous
+    saves.
     """
 
     def get_state(self) -> dict[str, Any]:
-        """Return the state to save, as a picklable dict."""
+        """Return the state to save, as a dict of plain data (see the class)."""
         raise NotImplementedError()
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -447,14 +457,13 @@ class CheckpointSaver:
         labels = dict(self._labels)
         if self._writer is not None:
             return self._save_async(step, var_dict, labels, session, self._writer, best)
-        states = self._states()
+        # checked and encoded before any file is written: a state that is not plain
+        # data leaves nothing behind
+        state = self._encode_states(step, labels)
 
         def write(directory: str) -> None:
             self._write_variables(var_dict, os.path.join(directory, VARS_PREFIX), session)
-            with open(os.path.join(directory, STATE_FILE), 'wb') as f:
-                pickle.dump({'format': _STATE_FORMAT, 'step': step,
-                             'variables': labels, 'objects': states},
-                            f, protocol=pickle.HIGHEST_PROTOCOL)
+            state_format.write_state_file(directory, state)
 
         return self._store.save(step, write, best=best)
 
@@ -496,11 +505,9 @@ class CheckpointSaver:
                     best: Mapping[str, Any] | None) -> str:
         writer.reserve()            # back-pressure: the buffers are the previous save's
         start = time.perf_counter()
-        states = self._states()
-        # pickled now: later changes of the objects must not reach this checkpoint (the
+        # encoded now: later changes of the objects must not reach this checkpoint (the
         # arrays of host buffers, an early-stopping snapshot, are lent instead of copied)
-        state = freeze_state({'format': _STATE_FORMAT, 'step': step, 'variables': labels,
-                              'objects': states})
+        state = freeze_state(self._encode_states(step, labels))
         try:
             if self._graph_mode:     # the order a graph-mode `Saver` writes them in
                 var_dict = {key: var_dict[key] for key in sorted(var_dict)}
@@ -513,11 +520,14 @@ class CheckpointSaver:
         def write(directory: str) -> None:
             if names:
                 write_bundle(os.path.join(directory, VARS_PREFIX), names, arrays)
-            with open(os.path.join(directory, STATE_FILE), 'wb') as f:
-                state.dump(f)
+            state_format.write_state_file(directory, state.encoded)
 
         return writer.submit(step, write, copy_seconds=time.perf_counter() - start,
                              best=best, release=state.release)
+
+    def _encode_states(self, step: int, labels: dict[str, str]) -> state_format.EncodedState:
+        """The objects' states taken now, checked to be plain data and encoded."""
+        return state_format.encode_state(step, labels, self._states())
 
     def rehearse(self, session: Any = None) -> None:
         """Read what :meth:`save` would write (variables and object states), write nothing.
@@ -538,7 +548,8 @@ class CheckpointSaver:
                 var.read_value()
 
     # ------------------------------------------------------------ restore
-    def restore(self, path: str, session: Any = None) -> dict[str, Any]:
+    def restore(self, path: str, session: Any = None,
+                trust_pickle: bool = False) -> dict[str, Any]:
         """Restore the checkpoint at `path` and return the saved object states.
 
         Every registered variable must be in the checkpoint with the same
@@ -551,9 +562,15 @@ class CheckpointSaver:
             session: Graph mode: the session to assign the variables with
                 (default: the default session).  Must be ``None`` in eager
                 mode.
+            trust_pickle: Read a legacy checkpoint (a pickled ``state.pkl``
+                of an earlier tfsnippet), which may run code when loaded.
+                ``TFSNIPPET_TRUST_PICKLE=1`` says the same.
 
         Raises:
             FileNotFoundError: `path` is not a checkpoint.
+            ~tfsnippet.scaffold.checkpoint.UntrustedCheckpointError:
+                `path` is a legacy checkpoint and nothing says it is trusted
+                (nothing is read).
             CheckpointError: The checkpoint's files cannot be read.
             ValueError: The checkpoint's variables do not match, or
                 `session` is given in eager mode or runs another graph.
@@ -564,16 +581,8 @@ class CheckpointSaver:
         if self._writer is not None:
             self._writer.wait(raise_error=False)  # not while a save may prune it
         path = os.path.abspath(path)
-        state_path = os.path.join(path, STATE_FILE)
-        if not os.path.isfile(state_path):
-            raise FileNotFoundError(f'No checkpoint at {path!r} (no {STATE_FILE} in it)')
-        try:
-            with open(state_path, 'rb') as f:
-                saved = pickle.load(f)
-            if not isinstance(saved, dict) or saved.get('format') != _STATE_FORMAT:
-                raise ValueError('unknown state format')
-        except Exception as e:
-            raise CheckpointError(f'Cannot read the checkpoint state {state_path!r}: {e}') from e
+        saved = state_format.read_state(path, trust_pickle=check_bool(trust_pickle,
+                                                                      'trust_pickle'))
         var_dict = self._variable_dict()
         prefix = os.path.join(path, VARS_PREFIX)
         saved_shapes: dict[str, list[int]] = {}
@@ -632,12 +641,13 @@ class CheckpointSaver:
             raise ValueError(
                 f'The checkpoint {path!r} does not match the variables: ' + '; '.join(problems))
 
-    def restore_latest(self, ignore_non_exist: bool = False,
-                       session: Any = None) -> tuple[str, dict] | None:
+    def restore_latest(self, ignore_non_exist: bool = False, session: Any = None,
+                       trust_pickle: bool = False) -> tuple[str, dict] | None:
         """Restore the newest readable checkpoint.
 
         A checkpoint that cannot be read is skipped with a warning and the
-        one before it is tried.
+        one before it is tried.  A legacy checkpoint that is not trusted is
+        not skipped: its :class:`UntrustedCheckpointError` propagates.
 
         Args:
             ignore_non_exist: Return ``None`` instead of raising when there
@@ -645,6 +655,7 @@ class CheckpointSaver:
             session: Graph mode: the session to assign the variables with
                 (default: the default session).  Must be ``None`` in eager
                 mode.
+            trust_pickle: Read legacy checkpoints (see :meth:`restore`).
 
         Returns:
             ``(path, object states)``, or ``None`` when there is no
@@ -653,6 +664,8 @@ class CheckpointSaver:
         Raises:
             FileNotFoundError: There is no (readable) checkpoint and
                 `ignore_non_exist` is not set.
+            ~tfsnippet.scaffold.checkpoint.UntrustedCheckpointError:
+                The newest checkpoint is a legacy one that is not trusted.
             ValueError: The checkpoint's variables do not match, or
                 `session` is given in eager mode or runs another graph.
             TypeError: `session` is not a session.
@@ -661,7 +674,9 @@ class CheckpointSaver:
         paths = self.checkpoints()
         for path in reversed(paths):
             try:
-                return path, self.restore(path, session=session)
+                return path, self.restore(path, session=session, trust_pickle=trust_pickle)
+            except UntrustedCheckpointError:
+                raise   # the user decides: never passed over as if it were damaged
             except (CheckpointError, FileNotFoundError) as e:
                 warn_user(f'Skipping a checkpoint that cannot be read: {e}', RuntimeWarning)
         if ignore_non_exist:

@@ -46,7 +46,6 @@ when nothing matches lists the names of the source, to write it from.
 from __future__ import annotations
 
 import os
-import pickle
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -57,7 +56,9 @@ import tensorflow as tf
 
 from ...tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
 from ...tfops.var_io import assign_variables
-from .saver import STATE_FILE, VARS_PREFIX, CheckpointError, CheckpointSaver
+from ...utils.validation import check_bool
+from .saver import VARS_PREFIX, CheckpointError, CheckpointSaver
+from .state_format import has_state, read_state
 from .structure import match_structure, structure_paths
 
 __all__ = ['warm_start', 'WarmStartReport', 'WarmStartEntry']
@@ -222,16 +223,9 @@ def _load_reader(prefix: str) -> Any:
         raise CheckpointError(f'Cannot read the checkpoint {prefix!r}: {e}') from e
 
 
-def _open_tfsnippet(path: str) -> _Source:
-    state_path = os.path.join(path, STATE_FILE)
-    try:
-        with open(state_path, 'rb') as f:
-            state = pickle.load(f)
-        labels = state['variables'] or {}
-        if not isinstance(labels, Mapping):
-            raise TypeError(f'its "variables" is a {type(labels).__name__}, not a dict')
-    except Exception as e:
-        raise CheckpointError(f'Cannot read the checkpoint state {state_path!r}: {e}') from e
+def _open_tfsnippet(path: str, trust_pickle: bool) -> _Source:
+    # data only; a legacy pickled state only when trusted (else UntrustedCheckpointError)
+    labels = read_state(path, trust_pickle=trust_pickle)['variables']
     prefix = os.path.join(path, VARS_PREFIX)
     if not os.path.isfile(prefix + '.index'):   # a checkpoint of no variables
         return _Source(path, 'tfsnippet', {}, {}, {}, lambda wanted: [])
@@ -239,10 +233,10 @@ def _open_tfsnippet(path: str) -> _Source:
                         lambda key: str(labels.get(key, key)))
 
 
-def _open_tf_prefix(prefix: str) -> _Source:
+def _open_tf_prefix(prefix: str, trust_pickle: bool) -> _Source:
     directory, base = os.path.split(prefix)
-    if base == VARS_PREFIX and os.path.isfile(os.path.join(directory, STATE_FILE)):
-        return _open_tfsnippet(directory)   # the variables of a tfsnippet checkpoint
+    if base == VARS_PREFIX and has_state(directory):
+        return _open_tfsnippet(directory, trust_pickle)   # the variables of a tfsnippet one
     reader = _load_reader(prefix)
     if _OBJECT_GRAPH_KEY in reader.get_variable_to_shape_map():
         def object_name(key: str) -> str | None:
@@ -292,7 +286,7 @@ def _latest_tfsnippet(save_dir: str) -> str | None:
         m = re.fullmatch(r'(.+)-\d+', entry.name)
         # names starting with '.' are the store's temporaries, displaced or doomed copies
         if (m and entry.is_dir() and not entry.name.startswith('.') and
-                os.path.isfile(os.path.join(entry.path, STATE_FILE))):
+                has_state(entry.path)):
             filenames.add(m.group(1))
     if not filenames:
         return None
@@ -323,32 +317,32 @@ def _is_hdf5(path: str) -> bool:
     return bool(h5py.is_hdf5(path))
 
 
-def _open_source(source: Any) -> _Source:
+def _open_source(source: Any, trust_pickle: bool) -> _Source:
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f'`source` must be a path (str or os.PathLike), got {source!r}')
     path = os.path.abspath(os.fsdecode(os.fspath(source)))
     expected = ('a tfsnippet checkpoint, a tf.train.Checkpoint or TF1 Saver checkpoint '
                 '(prefix or directory) or a Keras .weights.h5 file')
     if os.path.isdir(path):
-        found = (path if os.path.isfile(os.path.join(path, STATE_FILE)) else
+        found = (path if has_state(path) else
                  _latest_tfsnippet(path) or
                  _latest_tfsnippet(os.path.join(path, 'checkpoint')))
         if found:
-            return _open_tfsnippet(found)
+            return _open_tfsnippet(found, trust_pickle)
         prefix = _tf_prefix_in(path)
         if prefix:
-            return _open_tf_prefix(prefix)
+            return _open_tf_prefix(prefix, trust_pickle)
         raise ValueError(f'`source` must be {expected}, got the directory {path!r} '
                          f'with no checkpoint in it')
     if os.path.isfile(path):
         if path.endswith('.index'):
-            return _open_tf_prefix(path[:-len('.index')])
+            return _open_tf_prefix(path[:-len('.index')], trust_pickle)
         if _is_hdf5(path):
             return _open_h5(path)
         raise ValueError(f'`source` must be {expected}, got the file {path!r}, '
                          f'which is neither HDF5 nor a checkpoint index')
     if os.path.isfile(path + '.index'):
-        return _open_tf_prefix(path)
+        return _open_tf_prefix(path, trust_pickle)
     raise ValueError(f'`source` must be {expected}, got {path!r}, which does not exist')
 
 
@@ -478,7 +472,8 @@ def warm_start(source: str | os.PathLike[str],
                include: PatternLike | Sequence[PatternLike] | None = None,
                exclude: PatternLike | Sequence[PatternLike] | None = None,
                skip_mismatch: bool = False,
-               print_func: Callable[[str], Any] | None = print) -> WarmStartReport:
+               print_func: Callable[[str], Any] | None = print,
+               trust_pickle: bool = False) -> WarmStartReport:
     """Assign the values of `source` to those of `targets` that have a value there.
 
     Each target is known by a name: its Keras ``path``, its ``name``
@@ -539,6 +534,11 @@ def warm_start(source: str | os.PathLike[str],
         skip_mismatch: Leave the targets whose source value has another shape
             or dtype alone (reported as ``'mismatched'``) instead of raising.
         print_func: Receives the table; ``None`` prints nothing.
+        trust_pickle: Read a legacy tfsnippet checkpoint (a pickled
+            ``state.pkl`` of an earlier version), which may run code when
+            loaded: only for a checkpoint whose author you trust.
+            ``TFSNIPPET_TRUST_PICKLE=1`` says the same.  A current
+            checkpoint holds data only and is safe to read without it.
 
     Returns:
         The :class:`WarmStartReport`, listing the targets restored, skipped,
@@ -552,6 +552,9 @@ def warm_start(source: str | os.PathLike[str],
             recorded twice in the source; or no target has a value in the
             source (write a `mapping`: the message lists names of both).
         CheckpointError: The source's files cannot be read.
+        ~tfsnippet.scaffold.checkpoint.UntrustedCheckpointError:
+            `source` is a legacy tfsnippet checkpoint and nothing says it is
+            trusted: nothing was read or assigned.
         RuntimeError: Graph mode and no default session.
 
     .. note::
@@ -568,7 +571,7 @@ def warm_start(source: str | os.PathLike[str],
     includes = _compile_patterns(include, 'include')
     excludes = _compile_patterns(exclude, 'exclude')
     items = _collect_targets(targets)
-    src = _open_source(source)
+    src = _open_source(source, check_bool(trust_pickle, 'trust_pickle'))
     _check_mapping_direction(rules, [name for name, _ in items], src)
     structure: dict[int, str] = {}
     if hasattr(targets, 'variables') and not isinstance(targets, (Mapping, list, tuple)):

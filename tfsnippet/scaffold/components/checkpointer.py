@@ -23,7 +23,8 @@ from ..checkpoint.io import AsyncSaveStats, CheckpointWriteError
 from ..checkpoint.policies import (KeepBest, KeepLatest, KeepPolicy, SaveAtEnd, SaveEvery,
                                    SavePolicy, check_keep_policies, check_save_policies,
                                    enters_best, rank_pins)
-from ..checkpoint.saver import STATE_FILE, CheckpointSaver, check_checkpoint_objects
+from ..checkpoint.saver import CheckpointSaver, check_checkpoint_objects
+from ..checkpoint.state_format import has_state
 from ..checkpoint.store import TMP_PREFIX, CheckpointStore
 from ..event_keys import EventKeys
 from ..metrics.monitor import Monitor, loop_monitor
@@ -142,7 +143,7 @@ class Checkpointer(LoopComponent):
                 f'`restore_checkpoint` must be True, False or a checkpoint path, got {restore!r}')
         if not isinstance(restore, bool):
             restore = os.path.abspath(restore)
-            if not os.path.isfile(os.path.join(restore, STATE_FILE)):
+            if not has_state(restore):
                 raise ValueError(
                     f'`restore_checkpoint` must be True, False or the path of an existing '
                     f'checkpoint, but {restore!r} is not a checkpoint')
