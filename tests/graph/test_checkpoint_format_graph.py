@@ -10,6 +10,7 @@ round-trips exactly, in synchronous and asynchronous saves.
 """
 
 import contextlib
+import copy
 import os
 import re
 
@@ -61,7 +62,8 @@ def run_loop(root, lines, max_epoch=3, checkpoint_at=None, kind='RandomState', *
                     loop.collect_metrics(loss=float(a.mean()))
                     if loop.step == checkpoint_at:
                         taken['path'] = loop.make_checkpoint()
-                        taken['loop'] = loop.state_dict()
+                        # a copy: the early-stopping snapshot is a host buffer written in place
+                        taken['loop'] = copy.deepcopy(loop.state_dict())
                         taken['recorder'] = recorder.get_state()
                 loop.collect_metrics(valid_loss=VALID[epoch - 1])
         taken['w'], taken['lr'] = session.run([w, lr])

@@ -13,6 +13,7 @@
   converter rewrites it into the current format.
 """
 
+import copy
 import math
 import os
 import pickle
@@ -151,7 +152,8 @@ def run_loop(root, flow, lines, max_epoch=3, checkpoint_at=None, **kwargs):
                 loop.collect_metrics(loss=float(a.mean()))
                 if loop.step == checkpoint_at:
                     taken['path'] = loop.make_checkpoint()
-                    taken['loop'] = loop.state_dict()
+                    # a copy: the early-stopping snapshot is a host buffer written in place
+                    taken['loop'] = copy.deepcopy(loop.state_dict())
                     taken['recorder'] = recorder.get_state()
             loop.collect_metrics(valid_loss=VALID[epoch - 1])
     taken['lr'] = float(lr.numpy())
