@@ -48,7 +48,7 @@ def loop_state(root: str) -> tuple[int, dict[str, str], dict[str, Any]]:
     import tensorflow as tf
 
     import tfsnippet as spt
-    from tfsnippet.scaffold.components.checkpointer import LOOP_STATE_KEY
+    from tfsnippet.scaffold.checkpoint.saver import LOOP_STATE_KEY
 
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128),
