@@ -118,18 +118,7 @@ class LoopIteration:
                 metrics.end_epoch_loop()
 
     def iter_steps(self, data_generator: Iterable[Any] | None = None) -> Iterator[Any]:
-        """Iterate through the steps of the current epoch, yielding the step counter
-        (from 1), or ``(step, batch)`` with `data_generator`: any iterable (a list,
-        a DataFlow, a ``tf.data.Dataset`` in eager mode), iterated anew each epoch,
-        one item per step, required without `max_step`.  Under a strategy a
-        DataFlow or Dataset becomes per-replica batches (see
-        :meth:`LoopDistribution.distribute_data`).
-
-        Raises:
-            RuntimeError: No epoch loop is open, a step loop is already open,
-                or neither `data_generator` nor `max_step` is given.
-            TypeError: `data_generator` is not iterable.
-        """
+        """``TrainLoop.iter_steps`` (its docstring says what it yields and raises)."""
         self._check_can_open_step_loop()
         data, iterator = data_generator, None
         if data is None and self.max_step is None:
