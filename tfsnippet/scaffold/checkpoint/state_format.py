@@ -230,7 +230,8 @@ def _write_npy(out: Any, array: np.ndarray) -> None:
     np.lib.format.write_array_header_1_0(out, {
         'descr': np.lib.format.dtype_to_descr(array.dtype), 'fortran_order': fortran,
         'shape': tuple(array.shape)})
-    data = memoryview((array.T if fortran else array).reshape(-1).view(np.uint8))
+    flat: np.ndarray = (array.T if fortran else array).reshape(-1).view(np.uint8)
+    data = memoryview(flat)  # type: ignore[arg-type]
     for start in range(0, len(data), _PIECE_BYTES):
         out.write(data[start:start + _PIECE_BYTES])
 
