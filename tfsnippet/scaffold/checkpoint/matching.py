@@ -37,7 +37,7 @@ _STATUSES = ('restored', 'skipped', 'mismatched', 'missing')
 # ---------------------------------------------------------------- the report
 @dataclass(frozen=True)
 class WarmStartEntry:
-    """What :func:`warm_start` did with one target variable.
+    """What :func:`~tfsnippet.warm_start` did with one target variable.
 
     Attributes:
         target: The target's name (Keras ``path``, ``name`` without ``:0``,
@@ -58,7 +58,7 @@ class WarmStartEntry:
 
 @dataclass(frozen=True)
 class WarmStartReport:
-    """The outcome of :func:`warm_start`, one entry per target variable.
+    """The outcome of :func:`~tfsnippet.warm_start`, one entry per target variable.
 
     Attributes:
         source: The path that was read (a checkpoint directory or prefix, or
@@ -102,7 +102,7 @@ class WarmStartReport:
         return self._targets('missing')
 
     def format_table(self) -> str:
-        """The table :func:`warm_start` prints: one row per target, then totals."""
+        """The table :func:`~tfsnippet.warm_start` prints: one row per target, then totals."""
         kind = SOURCE_KINDS.get(self.source_format, self.source_format)
         header = ('status', 'target', 'source', 'detail')
         rows = [(e.status, e.target, '-' if e.source is None else e.source, e.detail)
@@ -227,7 +227,13 @@ def plan_warm_start(targets: Any, items: list[tuple[str, Any]], source: Source,
 
 # ---------------------------------------------------------------- arguments
 def collect_targets(targets: Any) -> list[tuple[str, Any]]:
-    """``[(name, variable)]`` of `targets`, each variable once."""
+    """``[(name, variable)]`` of `targets` (a list or dict of variables, or an
+    object with ``.variables``), each variable once.
+
+    Raises:
+        TypeError: An item is not a variable, or a dict key not a str.
+        ValueError: `targets` holds no variables.
+    """
     items: list[tuple[str, Any]]
     if (hasattr(targets, 'variables') and not is_variable(targets) and
             not isinstance(targets, (str, bytes, Mapping, list, tuple))):
