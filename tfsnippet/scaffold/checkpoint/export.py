@@ -35,7 +35,7 @@ import tensorflow as tf
 from ...tfops.tf_vars import as_tf_variable, normalize_variables, variable_name
 from ...utils.validation import short_repr
 from ...tfops.var_io import read_variables
-from .io import HostBuffers
+from .io import HostBuffers, write_bundle
 from .store import TMP_PREFIX, sync_dir, sync_file
 
 __all__ = ['export_weights', 'WEIGHTS_SUFFIX']
@@ -231,15 +231,10 @@ def _export_tf_checkpoint(path: str, names: list[str], arrays: list[np.ndarray])
     os.makedirs(path, exist_ok=True)
     name = f'{_EXPORT_PREFIX}{uuid.uuid4().hex}'
     prefix = os.path.join(path, name)
-    graph = tf.Graph()
-    with graph.as_default():   # a graph of its own: the user's may be finalized
-        feeds = [tf.compat.v1.placeholder(tf.as_dtype(a.dtype), a.shape) for a in arrays]
-        save = tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names,
-                                 shape_and_slices=[''] * len(names), tensors=feeds)
     written = []
     try:
-        with tf.compat.v1.Session(graph=graph) as sess:
-            sess.run(save, feed_dict=dict(zip(feeds, arrays)))
+        # the bundle writer of the checkpoints: its own graph (the user's may be finalized)
+        write_bundle(prefix, names, [np.asarray(a) for a in arrays])
         written = [n for n in os.listdir(path) if n.startswith(name + '.')]
         for item in written:
             sync_file(os.path.join(path, item))

@@ -32,6 +32,7 @@ from ...tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, v
 from ...utils.validation import check_bool
 from ...tfops.var_io import assign_variables
 from . import state_format
+from .sources import VARS_PREFIX, BundleSource, tfsnippet_variables
 from .io import AsyncCheckpointWriter, AsyncSaveStats, HostBuffers, freeze_state, write_bundle
 from .state_format import CheckpointError, UntrustedCheckpointError
 from .store import CheckpointStore, check_step
@@ -39,7 +40,6 @@ from .store import CheckpointStore, check_step
 __all__ = ['CheckpointSavableObject', 'CheckpointSaver', 'CheckpointError', 'LOOP_STATE_KEY']
 
 STATE_FILE = state_format.STATE_FILE
-VARS_PREFIX = 'variables'
 #: Where the loop's state is in a checkpoint's objects: the key of the format
 #: read since 0.3 (kept so that every checkpoint written so far still resumes).
 LOOP_STATE_KEY = '$$train_loop'
@@ -107,20 +107,14 @@ def check_checkpoint_objects(objects: Mapping[str, Any] | None, arg_name: str,
 
 
 class _SavedValues(Mapping[int, Any]):
-    """``{id(tf.Variable): numpy array}`` read from a checkpoint at each look-up."""
+    """``{id(tf.Variable): numpy array}`` read from a checkpoint's variables at each look-up."""
 
-    def __init__(self, path: str, reader: Any, keys: dict[int, str]):
-        self._path = path
-        self._reader = reader
+    def __init__(self, source: BundleSource, keys: dict[int, str]):
+        self._source = source
         self._keys = keys
 
     def __getitem__(self, var_id: int) -> Any:
-        key = self._keys[var_id]
-        try:
-            return self._reader.get_tensor(key)
-        except Exception as e:
-            raise CheckpointError(
-                f'Cannot read the variables of checkpoint {self._path!r}: {e}') from e
+        return self._source.read(self._keys[var_id])
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._keys)
@@ -487,18 +481,13 @@ class CheckpointSaver:
                 one of the registered variables is not among them (at the
                 call, or at a look-up if the files break meanwhile).
         """
-        prefix = os.path.join(os.path.abspath(path), VARS_PREFIX)
         var_dict = self._variable_dict()
-        try:
-            reader = tf.train.load_checkpoint(prefix)
-            saved = reader.get_variable_to_shape_map()
-            missing = sorted(key for key in var_dict if key not in saved)
-            if missing:
-                raise KeyError(f'{missing} not found in the checkpoint')
-        except Exception as e:
-            raise CheckpointError(
-                f'Cannot read the variables of checkpoint {path!r}: {e}') from e
-        return _SavedValues(path, reader, {id(var): key for key, var in var_dict.items()})
+        source = tfsnippet_variables(path)   # the reader warm start has too
+        missing = sorted(key for key in var_dict if key not in source.shapes)
+        if missing:
+            raise CheckpointError(f'Cannot read the variables of checkpoint {path!r}: '
+                                  f'{KeyError(f"{missing} not found in the checkpoint")}')
+        return _SavedValues(source, {id(var): key for key, var in var_dict.items()})
 
     def _save_async(self, step: int, var_dict: dict[str, tf.Variable], labels: dict[str, str],
                     session: Any, writer: AsyncCheckpointWriter,
