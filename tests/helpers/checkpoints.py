@@ -48,4 +48,5 @@ def checkpoint_state(path):
 
 def saved_loop_state(root, step):
     """The loop's own state in the checkpoint saved at `step` under `root`."""
-    return checkpoint_state(checkpoint_path(root, step))['objects']['$$train_loop']['loop']
+    from tfsnippet.scaffold.checkpoint.saver import LOOP_STATE_KEY
+    return checkpoint_state(checkpoint_path(root, step))['objects'][LOOP_STATE_KEY]['loop']

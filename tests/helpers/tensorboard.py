@@ -29,11 +29,24 @@ def read_scalars(logdir, tag=None, *, in_step_order=True, ndigits=None):
     return {name: pairs(name) for name in accumulator.Tags()['scalars']}
 
 
-def read_histograms(logdir):
-    """``{tag: [(step, count of values), ...]}`` of the histograms in `logdir`."""
+def read_histograms(logdir, fields=('num',), *, in_step_order=False):
+    """``{tag: [(step, *fields), ...]}`` of the histograms in `logdir`.
+
+    `fields` name ``HistogramProto`` fields (``num``, ``min``, ``max``, ``sum``,
+    ``sum_squares``, ``bucket_limit``, ``bucket``; repeated ones as lists).  The
+    rows of a tag keep the order they were read in unless `in_step_order`.
+    """
     accumulator = _accumulator(logdir, histograms=0)
-    return {tag: [(e.step, int(e.histogram_value.num)) for e in accumulator.Histograms(tag)]
-            for tag in accumulator.Tags()['histograms']}
+
+    def row(event):
+        values = [getattr(event.histogram_value, name) for name in fields]
+        return (event.step, *(v if isinstance(v, (int, float)) else list(v) for v in values))
+
+    def rows(tag):
+        read = [row(e) for e in accumulator.Histograms(tag)]
+        return sorted(read) if in_step_order else read
+
+    return {tag: rows(tag) for tag in accumulator.Tags()['histograms']}
 
 
 def read_events(logdir):
