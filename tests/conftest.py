@@ -1,13 +1,14 @@
 """Test set-up shared by the whole suite.
 
-Graph-mode tests live in ``tests/graph/``, and so do the ``[graph]`` runs of
-every test that takes the ``style`` fixture (one body for both TF styles).  ``tf.compat.v1.disable_eager_execution()``
-is process-global, so they cannot run in the eager process that runs the rest:
+Graph-mode tests are the tests in ``tests/graph/`` and the ``[graph]`` runs of
+the tests that take the ``style`` fixture (one body for both TF styles, see
+`tests.helpers.Style`).  ``tf.compat.v1.disable_eager_execution()`` is
+process-global, so they cannot run in the eager process that runs the rest:
 the main pytest process replaces each of them by a stand-in item, runs all
 selected graph tests once in one child pytest process with eager execution
 disabled, and reports each stand-in with its child's outcome (and failure
-text).  ``TFSNIPPET_TEST_GRAPH_MODE=1 pytest tests/graph`` runs them directly.
-"""
+text).  ``TFSNIPPET_TEST_GRAPH_MODE=1 pytest tests/graph`` runs them directly
+(name a file of ``style`` tests to run its ``[graph]`` runs directly)."""
 
 import json
 import os
