@@ -1,12 +1,14 @@
 """Test set-up shared by the whole suite.
 
-Graph-mode tests live in ``tests/graph/``.  ``tf.compat.v1.disable_eager_execution()``
-is process-global, so they cannot run in the eager process that runs the rest:
+Graph-mode tests are the tests in ``tests/graph/`` and the ``[graph]`` runs of
+the tests that take the ``style`` fixture (one body for both TF styles, see
+`tests.helpers.Style`).  ``tf.compat.v1.disable_eager_execution()`` is
+process-global, so they cannot run in the eager process that runs the rest:
 the main pytest process replaces each of them by a stand-in item, runs all
 selected graph tests once in one child pytest process with eager execution
 disabled, and reports each stand-in with its child's outcome (and failure
-text).  ``TFSNIPPET_TEST_GRAPH_MODE=1 pytest tests/graph`` runs them directly.
-"""
+text).  ``TFSNIPPET_TEST_GRAPH_MODE=1 pytest tests/graph`` runs them directly
+(name a file of ``style`` tests to run its ``[graph]`` runs directly)."""
 
 import json
 import os
@@ -16,6 +18,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import STYLES, FakeClock, Style
 
 GRAPH_ENV = 'TFSNIPPET_TEST_GRAPH_MODE'
 REPORT_ENV = 'TFSNIPPET_TEST_GRAPH_REPORT'
@@ -28,7 +32,11 @@ if IN_GRAPH_PROCESS:
 
 
 def _is_graph_test(item) -> bool:
-    return GRAPH_DIR in Path(str(item.path)).parents
+    """A test under tests/graph/, or the ``[graph]`` run of a test taking ``style``."""
+    if GRAPH_DIR in Path(str(item.path)).parents:
+        return True
+    callspec = getattr(item, 'callspec', None)
+    return callspec is not None and callspec.params.get('style') == 'graph'
 
 
 # ----------------------------------------------------------- child process side
@@ -111,19 +119,23 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 # ------------------------------------------------------------------ fixtures
-class FakeClock:
-    """A clock that moves only when told: ``clock.advance(seconds)``."""
-
-    def __init__(self, start: float = 1000.):
-        self.now = float(start)
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def fake_clock():
     return FakeClock()
+
+
+@pytest.fixture(params=STYLES)
+def style(request):
+    """Runs the test once per TF style: ``[eager]`` here, ``[graph]`` in the graph-mode
+    child process (in a fresh ``tf.Graph`` with a default session); see `Style`."""
+    if request.param == 'eager':
+        yield Style('eager')
+        return
+    if not IN_GRAPH_PROCESS:
+        raise RuntimeError('the [graph] style runs only in the graph-mode child process')
+    graph = tf.Graph()
+    with graph.as_default():
+        session = tf.compat.v1.Session(graph=graph)
+        with session.as_default():
+            yield Style('graph', graph, session)
+        session.close()

@@ -32,6 +32,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.helpers import checkpoint_index, checkpoint_listing, checkpoint_path
+
 # how long a script may run before the test gives up on it (a guard, not a wait)
 LIMIT = 120
 STEPS_PER_EPOCH = 4
@@ -248,16 +250,15 @@ class Job:
 
 
 def ckpt_path(job, step):
-    return os.path.join(job.ckpt_dir, 'checkpoint', f'checkpoint.dat-{step}')
+    return checkpoint_path(job.ckpt_dir, step)
 
 
 def listing(job):
-    return sorted(os.listdir(os.path.join(job.ckpt_dir, 'checkpoint')))
+    return checkpoint_listing(job.ckpt_dir)
 
 
 def index(job):
-    with open(os.path.join(job.ckpt_dir, 'checkpoint', 'checkpoint_index.json')) as f:
-        return json.load(f)['checkpoints']
+    return checkpoint_index(job.ckpt_dir)
 
 
 def names(*steps):

@@ -18,18 +18,11 @@ import numpy as np
 import pytest
 
 from tests.distributed.scripts._run import run_child, run_workers
+from tests.helpers import read_scalars
 
 pytestmark = pytest.mark.distributed
 
 CHILD_TIMEOUT = 150.   # seconds; the children take 10-25 s here
-
-
-def read_scalars(logdir):
-    """``{tag: [(step, value), ...]}`` of the event files under `logdir`."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    ea = EventAccumulator(str(logdir), size_guidance={'scalars': 0})
-    ea.Reload()
-    return {tag: [(e.step, e.value) for e in ea.Scalars(tag)] for tag in ea.Tags()['scalars']}
 
 
 @pytest.fixture(scope='module')
@@ -85,8 +78,8 @@ def test_mirrored_prints_and_trains_as_one_device(mirrored):
 
 
 def test_mirrored_summaries_equal_one_device(mirrored, children):
-    one = read_scalars(children['mirrored_dir'] / 'one_summary')
-    two = read_scalars(children['mirrored_dir'] / 'two_summary')
+    one = read_scalars(children['mirrored_dir'] / 'one_summary', in_step_order=False)
+    two = read_scalars(children['mirrored_dir'] / 'two_summary', in_step_order=False)
     for tag in ('metrics/loss', 'metrics/hits'):
         assert [s for s, _ in two[tag]] == list(range(1, 11))
         assert [v for _, v in two[tag]] == pytest.approx([v for _, v in one[tag]], rel=1e-5)
@@ -171,7 +164,7 @@ def test_multi_worker_only_the_chief_writes(workers, children):
 
 def test_multi_worker_summaries_hold_the_merged_statistics(workers, mirrored, children):
     # the chief writes the means printed (merged across the workers) at the print steps
-    scalars = read_scalars(children['mwms_dir'] / 'summary')
+    scalars = read_scalars(children['mwms_dir'] / 'summary', in_step_order=False)
     one = [means(line) for line in mirrored['one_lines']]
     for tag, name in (('metrics/loss', 'loss'), ('metrics/hits', 'hits')):
         assert [s for s, _ in scalars[tag]] == [5, 10]

@@ -16,16 +16,12 @@ mlflow = pytest.importorskip('mlflow', reason='the MLflow mirror needs MLflow '
 from tfsnippet.experiment.mlflow_mirror import (CHANGED_TAG_PREFIX, INSTALL_HINT,  # noqa: E402
                                                 RUN_FILE, RUN_ID_TAG, STATUS_TAG, MlflowMirror,
                                                 mlflow_mirror_of)
+from tests.helpers import FakeClock  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.
-
-    def __call__(self) -> float:
-        return self.now
+START = 1_700_000_000.   # the fake clocks' time at the start
 
 
 @pytest.fixture(scope='module')
@@ -61,7 +57,7 @@ def history(client, run_id, key):
 
 
 def run_sweep_member(uri, experiment, run_id, lr, losses, clock=None):
-    mirror = MlflowMirror(uri, experiment, clock=clock or Clock())
+    mirror = MlflowMirror(uri, experiment, clock=clock or FakeClock(START))
     mirror.start(run_id, f'lr={lr}', {'optimizer': {'lr': lr, 'name': 'adam'}, 'epochs': 3},
                  {'host': 'node-1'})
     for epoch, loss in enumerate(losses, 1):
@@ -75,7 +71,7 @@ def run_sweep_member(uri, experiment, run_id, lr, losses, clock=None):
 
 # ------------------------------------------------------------- what is mirrored
 def test_run_params_metrics_results_and_status_read_back(uri, experiment, client):
-    clock = Clock()
+    clock = FakeClock(START)
     mirror = MlflowMirror(uri, experiment, tags={'team': 'vision'}, clock=clock)
     mirror.start('run-1', 'baseline',
                  {'optimizer': {'lr': 0.001, 'betas': [0.9, 0.99]}, 'batch_size': 32,
@@ -415,7 +411,7 @@ def test_an_experiment_calls_mlflow_per_flush_never_per_step(uri, monkeypatch):
         return real_log_batch(run_id, metrics=metrics, params=params, tags=tags)
 
     monkeypatch.setattr(mirror.client, 'log_batch', counting_log_batch)
-    clock = Clock()   # never advances: the loop's recorder flushes once, at the end
+    clock = FakeClock(START)   # never advances: the loop's recorder flushes once, at the end
     with tempfile.TemporaryDirectory() as root:
         with spt.Experiment(RunConfig, root, name='steps', args=[], mlflow=mirror, tee=False,
                             hparams=False) as exp:

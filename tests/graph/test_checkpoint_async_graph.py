@@ -20,6 +20,7 @@ import tfsnippet as spt
 from tfsnippet.scaffold.checkpoint import io as ckpt_io
 from tfsnippet.scaffold.checkpoint import saver as saver_module
 from tfsnippet.scaffold.checkpoint.store import CheckpointStore
+from tests.helpers import checkpoint_path as ckpt
 
 v1 = tf.compat.v1
 SLOW = 0.15
@@ -44,10 +45,6 @@ def disk(monkeypatch):
     disk = Disk()
     monkeypatch.setattr(saver_module, 'write_bundle', disk.write)
     return disk
-
-
-def ckpt(root, step):
-    return os.path.join(str(root), 'checkpoint', f'checkpoint.dat-{step}')
 
 
 def complete_steps(root):

@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 import tfsnippet as spt
+from tests.helpers import checkpoint_index
 
 v1 = tf.compat.v1
 NAN = float('nan')
@@ -33,8 +34,7 @@ def new_graph():
 
 
 def index(root):
-    with open(os.path.join(str(root), 'checkpoint', 'checkpoint_index.json')) as f:
-        return json.load(f)
+    return checkpoint_index(root, key=None)
 
 
 def run(root, valid, max_epoch, lines=None, **kwargs):

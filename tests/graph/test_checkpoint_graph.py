@@ -18,6 +18,10 @@ import tensorflow as tf
 
 import tfsnippet as spt
 from tfsnippet import EventKeys
+from tests.helpers import checkpoint_index as index
+from tests.helpers import checkpoint_listing as listing
+from tests.helpers import checkpoint_path as ckpt_path
+from tests.helpers import checkpoint_variable_names as saved_names
 
 v1 = tf.compat.v1
 
@@ -72,23 +76,6 @@ def new_graph():
     graph = tf.Graph()
     with graph.as_default(), v1.Session(graph=graph) as session:
         yield session
-
-
-def ckpt_path(root, step):
-    return os.path.join(str(root), 'checkpoint', f'checkpoint.dat-{step}')
-
-
-def listing(root):
-    return sorted(os.listdir(os.path.join(str(root), 'checkpoint')))
-
-
-def index(root):
-    with open(os.path.join(str(root), 'checkpoint', 'checkpoint_index.json')) as f:
-        return json.load(f)['checkpoints']
-
-
-def saved_names(path):
-    return sorted(name for name, _ in tf.train.list_variables(os.path.join(path, 'variables')))
 
 
 def new_loop(root, net, tally, lines, **kwargs):

@@ -1,17 +1,17 @@
 """TensorBoard summaries of the loop with TF1-style graph code (API.md section 7.8).
 
 Metrics come from ``session.run``; ``add_summary`` gets the serialized
-bytes of ``tf.compat.v1.summary`` ops.  Event files are read back with
-tensorboard's EventAccumulator.
+bytes of ``tf.compat.v1.summary`` ops.  What both styles share is in
+tests/scaffold/test_summaries.py (the tests taking ``style``); here is what
+is graph-only: a single summary op, the graph itself, a ``tf.compat.v1``
+``FileWriter`` and the histograms of graph variables.
 """
 
-import re
-
-import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import tfsnippet as spt
+from tests.helpers import read_scalars
 
 v1 = tf.compat.v1
 
@@ -20,12 +20,6 @@ def accumulate(logdir):
     ea = EventAccumulator(str(logdir), size_guidance={'scalars': 0})
     ea.Reload()
     return ea
-
-
-def read_scalars(logdir):
-    ea = accumulate(logdir)
-    return {tag: sorted((e.step, e.value) for e in ea.Scalars(tag))
-            for tag in ea.Tags()['scalars']}
 
 
 class Graph:
@@ -60,12 +54,12 @@ def train(loop, g, clock, summary_op='merged'):
                                            feed_dict={g.x_in: 10. * epoch}))
 
 
-@pytest.mark.parametrize('summary_op', ['merged', 'x_summary'])
-def test_metrics_and_session_run_summaries(session, tmp_path, fake_clock, summary_op):
+def test_metrics_and_a_single_summary_op(session, tmp_path, fake_clock):
+    # the merged summary op: test_metrics_summaries_and_steps_per_second[graph]
     g = Graph(session)
     loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), clock=fake_clock,
                          print_func=lambda s: None)
-    train(loop, g, fake_clock, summary_op)
+    train(loop, g, fake_clock, 'x_summary')
     assert read_scalars(tmp_path) == {
         'metrics/loss': LOSS,
         'metrics/valid_loss': VALID,
@@ -110,16 +104,6 @@ def test_no_graph_without_summary_graph(session, tmp_path):
     assert accumulate(tmp_path).Tags()['graph'] is False
 
 
-def test_user_writer_is_not_closed(session, tmp_path, fake_clock):
-    g = Graph(session)
-    writer = spt.SummaryWriter(str(tmp_path / 'spt'))
-    train(spt.TrainLoop(max_epoch=2, summary_writer=writer, clock=fake_clock,
-                        print_func=lambda s: None), g, fake_clock)
-    writer.add_summary(session.run(g.merged, feed_dict={g.x_in: 5.}), 9)   # still open
-    writer.close()
-    assert read_scalars(tmp_path / 'spt')['x'] == [(3, 10.), (6, 20.), (9, 5.)]
-
-
 def test_tf_file_writer_as_summary_writer(session, tmp_path, fake_clock):
     # TrainLoop's docstring: `summary_writer` may be a tf.compat.v1.summary.FileWriter
     g = Graph(session)
@@ -133,16 +117,7 @@ def test_tf_file_writer_as_summary_writer(session, tmp_path, fake_clock):
     assert scalars['x'] == [(3, 10.), (6, 20.), (9, 5.)]
 
 
-def test_loop_opened_writer_is_closed(session, tmp_path):
-    loop = spt.TrainLoop(max_epoch=1, summary_dir=str(tmp_path), print_func=lambda s: None)
-    with loop:
-        writer = loop.summary_writer
-    with pytest.raises(RuntimeError, match=re.escape('This SummaryWriter has been closed')):
-        writer.add_scalars({'late': 1.}, step=1)
-
-
 def test_histograms_of_graph_param_vars(session, tmp_path):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     w = tf.compat.v1.get_variable('w', shape=[5], initializer=tf.compat.v1.zeros_initializer())
     step_op = tf.compat.v1.assign_add(w, tf.ones([5]))
     session.run(tf.compat.v1.global_variables_initializer())

@@ -5,11 +5,11 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import tfsnippet as spt
 from tfsnippet.scaffold.summary_collector import (SummaryCollector, add_histogram, add_summary,
                                                   default_summary_collector)
+from tests.helpers import read_histograms as read_tensorboard_histograms
 
 v1 = tf.compat.v1
 SUMMARIES = v1.GraphKeys.SUMMARIES
@@ -21,12 +21,7 @@ def raises(exc_type, message):
 
 def read_histograms(logdir):
     """``{tag: [(step, num, min, max, sum), ...]}`` in step order."""
-    ea = EventAccumulator(str(logdir), size_guidance={'histograms': 0})
-    ea.Reload()
-    return {tag: sorted((e.step, e.histogram_value.num, e.histogram_value.min,
-                         e.histogram_value.max, e.histogram_value.sum)
-                        for e in ea.Histograms(tag))
-            for tag in ea.Tags()['histograms']}
+    return read_tensorboard_histograms(logdir, ('num', 'min', 'max', 'sum'), in_step_order=True)
 
 
 def tag_of(serialized):

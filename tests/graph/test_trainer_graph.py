@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from sklearn.datasets import load_digits
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import tfsnippet as spt
 from tfsnippet import EventKeys
 from tfsnippet.trainer import (GradientAccumulator, LossGuard, LossGuardError,
                                ReduceOnPlateau, clip_gradients)
+from tests.helpers import read_scalars
 
 v1 = tf.compat.v1
 
@@ -61,13 +61,6 @@ def tag_of(line):
 
 def vector_batches(*vectors):
     return [(np.asarray(v, dtype=np.float32),) for v in vectors]
-
-
-def read_scalars(logdir):
-    ea = EventAccumulator(str(logdir), size_guidance={'scalars': 0})
-    ea.Reload()
-    return {tag: sorted((e.step, round(e.value, 6)) for e in ea.Scalars(tag))
-            for tag in ea.Tags()['scalars']}
 
 
 # ------------------------------------------------------------ training works
@@ -191,7 +184,7 @@ def test_summaries_run_only_with_a_summary_writer(session, tmp_path):
         trainer.run()
     assert session.run(counter) == 4
     assert added == [1, 2, 3, 4]
-    scalars = read_scalars(tmp_path)
+    scalars = read_scalars(tmp_path, ndigits=6)
     assert scalars['runs'] == [(1, 1.), (2, 2.), (3, 3.), (4, 4.)]
     assert scalars['metrics/loss'] == [(1, 1.), (2, 2.), (3, 1.), (4, 2.)]
 

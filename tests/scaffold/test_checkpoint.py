@@ -19,6 +19,10 @@ import pytest
 import tensorflow as tf
 
 import tfsnippet as spt
+from tests.helpers import checkpoint_index as index
+from tests.helpers import checkpoint_listing as listing
+from tests.helpers import checkpoint_path as ckpt_path
+from tests.helpers import checkpoint_variable as saved_value
 
 SKIPPED = 'Skipping a checkpoint that cannot be read: '
 NOT_RESTORED = ('Early-stopping variables are not restored, because an error or an '
@@ -48,25 +52,6 @@ class Tally(spt.CheckpointSavableObject):
 @tf.function
 def add_to(var, delta):
     var.assign_add(delta)
-
-
-def ckpt_path(root, step):
-    return os.path.join(str(root), 'checkpoint', f'checkpoint.dat-{step}')
-
-
-def listing(root):
-    """The entries of ``<root>/checkpoint``, sorted."""
-    return sorted(os.listdir(os.path.join(str(root), 'checkpoint')))
-
-
-def index(root):
-    with open(os.path.join(str(root), 'checkpoint', 'checkpoint_index.json')) as f:
-        return json.load(f)['checkpoints']
-
-
-def saved_value(path, name):
-    """Read one variable back from a checkpoint directory's TF files."""
-    return tf.train.load_variable(os.path.join(path, 'variables'), name)
 
 
 def new_loop(root, w, tally, lines, **kwargs):

@@ -28,9 +28,10 @@ import tensorflow as tf
 import tfsnippet as spt
 from tfsnippet.scaffold.checkpoint import io as ckpt_io
 from tfsnippet.scaffold.checkpoint import saver as saver_module
-from tfsnippet.scaffold.checkpoint import state_format
 from tfsnippet.scaffold.checkpoint.store import INDEX_FILE, CheckpointStore
 from tfsnippet.scaffold.components.checkpointer import TrainingPreempted
+from tests.helpers import checkpoint_path as ckpt
+from tests.helpers import checkpoint_state as read_state
 
 # how long a slow-disk write lasts: far longer than what the loop does meanwhile
 SLOW = 0.15
@@ -83,20 +84,12 @@ class Recorder(spt.CheckpointSavableObject):
         self.seen = list(state['seen'])
 
 
-def ckpt(root, step):
-    return os.path.join(str(root), 'checkpoint', f'checkpoint.dat-{step}')
-
-
 def store_of(root):
     return CheckpointStore(os.path.join(str(root), 'checkpoint'))
 
 
 def complete_steps(root):
     return [int(p.rsplit('-', 1)[1]) for p in store_of(root).checkpoints()]
-
-
-def read_state(path):
-    return state_format.read_state(path)
 
 
 def train(root, asynchronous, max_epoch=2, stop_at=None, **kwargs):

@@ -20,6 +20,7 @@ import pytest
 
 import tfsnippet as spt
 from tfsnippet.scaffold.checkpoint.store import INDEX_FILE, CheckpointStore
+from tests.helpers import checkpoint_variable
 from tests.scaffold.test_checkpoint_store import (LIMIT, REPO, check_clean, ckpt, index_of,
                                                   label_of, make_store, names_of, writer)
 
@@ -64,8 +65,7 @@ def index(root):
 
 def saved_kernel(path):
     """The kernel a checkpoint holds (the model's only variable: ``param_vars[0]``)."""
-    import tensorflow as tf
-    return tf.train.load_checkpoint(os.path.join(path, 'variables')).get_tensor('variables/0')
+    return checkpoint_variable(path, 'variables/0')
 
 
 # ------------------------------------------------------------ the loop

@@ -33,6 +33,7 @@ import tensorflow as tf
 
 import tfsnippet as spt
 from tfsnippet.scaffold.checkpoint.store import INDEX_FILE, MARKER_FILE, CheckpointStore
+from tests.helpers import checkpoint_variable
 
 REPO = str(Path(__file__).resolve().parents[2])
 # how long a child process may run before the test gives up on it (a guard, not a wait)
@@ -651,7 +652,7 @@ def resume_here(root):
 
 
 def saved_w(path):
-    return float(tf.train.load_variable(os.path.join(path, 'variables'), 'w'))
+    return float(checkpoint_variable(path, 'w'))
 
 
 def folder(root):

@@ -1,4 +1,8 @@
-"""Early stopping, the best validation metric and `request_stop`, in eager mode.
+"""Early stopping, the best validation metric and `request_stop`.
+
+The tests taking ``style`` run in both TF styles (a `Model` of the style);
+the rest in eager mode (tests/graph/test_early_stopping_graph.py has what
+is graph-only).
 
 API.md section 7.6, as changed by our docstrings: the best values are a
 snapshot kept in memory (no early-stopping saver on disk), the restore line
@@ -54,27 +58,69 @@ def train(loop, w, b, valid, steps_per_epoch=2, raise_at=None, metric='valid_los
     return latest
 
 
+class Model:
+    """``w`` gains 1 and ``b`` gains [1, 2] at each `step`; ``other`` gains 10.
+
+    In the TF style of `style`: a ``tf.function`` per update in eager style, a
+    ``session.run`` of ``assign_add`` ops in graph style.  `validate` returns the
+    value given, computed by TensorFlow (``tf.identity``) as numpy.
+    """
+
+    def __init__(self, style):
+        self.style = style
+        self.w = style.variable(0., 'w')
+        self.b = style.variable([0., 0.], 'b')
+        self.other = style.variable(0., 'other')
+        self.updates = [style.updater(self.w, 1.), style.updater(self.b, [1., 2.]),
+                        style.updater(self.other, 10.)]
+        self.validate = style.computed(tf.identity)
+
+    def step(self):
+        for update in self.updates:
+            update()
+
+    def values(self):
+        return [self.style.value(v) for v in (self.w, self.b, self.other)]
+
+
+def train_model(loop, model, valid, steps_per_epoch=2, raise_at=None, metric='valid_loss'):
+    """`train` with a `Model`: its step runs in each step, its validation of
+    ``valid[e - 1]`` is collected after epoch ``e``."""
+    with loop:
+        for epoch in loop.iter_epochs():
+            for step, _ in loop.iter_steps(range(steps_per_epoch)):
+                model.step()
+                if raise_at is not None and step == raise_at[0]:
+                    raise raise_at[1]
+            loop.collect_metrics({metric: model.validate(valid[epoch - 1])})
+        latest = float(model.values()[0])
+    return latest
+
+
 def no_early_stopping_warnings(record):
     return [str(r.message) for r in record if 'Early-stopping' in str(r.message)] == []
 
 
 # ------------------------------------------------------------- restore at exit
-def test_best_values_are_restored_on_a_clean_exit():
-    w, b = make_vars()
+def test_best_values_are_restored_on_a_clean_exit(style):
+    model = Model(style)
     lines = []
-    loop = spt.TrainLoop([w, b], max_epoch=4, early_stopping=True, print_func=lines.append)
+    loop = spt.TrainLoop([model.w, model.b], max_epoch=4, early_stopping=True,
+                         print_func=lines.append)
     assert loop.use_early_stopping
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter('always')
-        latest = train(loop, w, b, valid=[0.5, 0.3, 0.4, 0.35])
+        latest = train_model(loop, model, valid=[0.5, 0.25, 0.375, 0.3])
     assert no_early_stopping_warnings(record)
     # inside the `with` block, after the epochs, the latest values were still there
     assert latest == 8.
-    # the best valid_loss (0.3) came after epoch 2 = step 4: w = 4, b = [4, 8]
-    assert w.numpy() == 4.
-    np.testing.assert_array_equal(b.numpy(), [4., 8.])
-    assert lines == ['Restore early-stopping parameters: from step 4, where valid_loss = 0.3']
-    assert loop.best_valid_metric == 0.3
+    # the best valid_loss (0.25) came after epoch 2 = step 4: w = 4, b = [4, 8]
+    w, b, other = model.values()
+    assert w == 4.
+    np.testing.assert_array_equal(b, [4., 8.])
+    assert other == 80.    # not among param_vars: keeps its latest value
+    assert lines == ['Restore early-stopping parameters: from step 4, where valid_loss = 0.25']
+    assert loop.best_valid_metric == 0.25
 
 
 def test_the_first_validation_is_a_best_and_ties_are_not():
@@ -123,33 +169,36 @@ def test_best_of_a_step_level_validation_metric():
 
 @pytest.mark.parametrize('error', [ValueError('boom'), KeyboardInterrupt()],
                          ids=['exception', 'KeyboardInterrupt'])
-def test_not_restored_when_left_through_an_exception(error):
-    w, b = make_vars()
+def test_not_restored_when_left_through_an_exception(style, error):
+    model = Model(style)
     lines = []
-    loop = spt.TrainLoop([w, b], max_epoch=4, early_stopping=True, print_func=lines.append)
+    loop = spt.TrainLoop([model.w, model.b], max_epoch=4, early_stopping=True,
+                         print_func=lines.append)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         with pytest.raises(type(error)):
-            # epochs 1 and 2 validate (best 0.3 at step 4), the error comes in step 5
-            train(loop, w, b, valid=[0.5, 0.3, 0.4, 0.35], raise_at=(5, error))
-    assert w.numpy() == 5.
-    np.testing.assert_array_equal(b.numpy(), [5., 10.])
+            # epochs 1 and 2 validate (best 0.25 at step 4), the error comes in step 5
+            train_model(loop, model, valid=[0.5, 0.25, 0.375, 0.3], raise_at=(5, error))
+    w, b, _ = model.values()
+    assert w == 5.
+    np.testing.assert_array_equal(b, [5., 10.])
     assert not [w for w in caught if NOT_RESTORED in str(w.message)]
     assert lines == [NOT_RESTORED]       # printed once: not warned too
-    assert loop.best_valid_metric == 0.3
+    assert loop.best_valid_metric == 0.25
 
 
-def test_warns_when_never_triggered():
-    w, b = make_vars()
+def test_warns_when_never_triggered(style):
+    model = Model(style)
     lines = []
-    loop = spt.TrainLoop([w, b], max_epoch=2, early_stopping=True, print_func=lines.append)
+    loop = spt.TrainLoop([model.w, model.b], max_epoch=2, early_stopping=True,
+                         print_func=lines.append)
     with pytest.warns(UserWarning, match=re.escape(NEVER_TRIGGERED)):
         with loop:
             for _ in loop.iter_epochs():
                 for _ in loop.iter_steps([0, 1]):
-                    add_to(w, 1.)
-                loop.collect_metrics(loss=1.)   # not the validation metric
-    assert w.numpy() == 4.
+                    model.step()
+                loop.collect_metrics(loss=model.validate(1.))   # not the validation metric
+    assert model.values()[0] == 4.
     # after the first epoch, the names that were collected (a `val_loss` typo shows here)
     assert lines[0] == ("`valid_loss`, which early stopping watches, was not collected during "
                         "epoch 1; the metrics collected were ['loss', 'step_time']")
@@ -219,28 +268,29 @@ def patience_stop_reason(n):
     return f'`valid_loss` has not improved for {n} validation{plural} (patience {n})'
 
 
-def test_patience_stops_the_loop():
-    w, b = make_vars()
+def test_patience_stops_the_loop(style):
+    model = Model(style)
     lines = []
     epochs = []
-    loop = spt.TrainLoop([w, b], max_epoch=6, early_stopping=True, early_stopping_patience=2,
-                         print_func=lines.append)
+    loop = spt.TrainLoop([model.w, model.b], max_epoch=6, early_stopping=True,
+                         early_stopping_patience=2, print_func=lines.append)
+    loop.events.on(EventKeys.BEFORE_EPOCH, lambda lp: epochs.append(lp.epoch))
     with loop:
         for epoch in loop.iter_epochs():
-            epochs.append(epoch)
             for _ in loop.iter_steps([0, 1]):
-                add_to(w, 1.)
-            loop.collect_metrics(valid_loss=[0.5, 0.4, 0.45, 0.41, 0.3, 0.2][epoch - 1])
+                model.step()
+            loop.collect_metrics(valid_loss=model.validate(
+                [0.5, 0.25, 0.375, 0.3, 0.125, 0.0625][epoch - 1]))
         assert loop.stop_requested
-    # epochs 3 and 4 did not improve on 0.4 (epoch 2, step 4)
+    # epochs 3 and 4 did not improve on 0.25 (epoch 2, step 4)
     assert epochs == [1, 2, 3, 4]
     assert (loop.epoch, loop.step) == (4, 8)
     assert loop.stop_reason == patience_stop_reason(2)
     assert lines == [
         f'Training stopped at epoch 4, step 8: {patience_stop_reason(2)}',
-        'Restore early-stopping parameters: from step 4, where valid_loss = 0.4',
+        'Restore early-stopping parameters: from step 4, where valid_loss = 0.25',
     ]
-    assert w.numpy() == 4.
+    assert model.values()[0] == 4.
 
 
 def test_an_improvement_resets_the_patience_count():
@@ -312,11 +362,13 @@ def run_recorded(loop, steps_per_epoch, body=None):
     return seen
 
 
-def test_request_stop_from_the_body_ends_at_the_step_boundary():
+def test_request_stop_from_the_body_ends_at_the_step_boundary(style):
+    model = Model(style)
     lines = []
-    loop = spt.TrainLoop(max_epoch=5, print_func=lines.append)
+    loop = spt.TrainLoop([model.w], max_epoch=5, print_func=lines.append)
 
     def body(lp, step):
+        model.step()
         if step == 5:
             lp.request_stop('enough')
             assert lp.stop_requested
@@ -328,17 +380,19 @@ def test_request_stop_from_the_body_ends_at_the_step_boundary():
     assert lines == ['Training stopped at epoch 2, step 5: enough']
     assert loop.stop_reason == 'enough'
     assert (loop.epoch, loop.step) == (2, 5)
+    assert model.values()[0] == 5.
 
 
-def test_request_stop_from_an_after_step_handler():
+def test_request_stop_from_an_after_step_handler(style):
+    model = Model(style)
     lines = []
-    loop = spt.TrainLoop(max_epoch=5, print_func=lines.append)
+    loop = spt.TrainLoop([model.w], max_epoch=5, print_func=lines.append)
     after_step_calls = []
     # registered first: runs after the stopping handler (AFTER_* run in reverse)
     loop.events.on(EventKeys.AFTER_STEP, lambda lp: after_step_calls.append(lp.step))
     loop.events.on(EventKeys.AFTER_STEP,
                    lambda lp: lp.request_stop('handler says stop') if lp.step == 4 else None)
-    seen = run_recorded(loop, 3)
+    seen = run_recorded(loop, 3, lambda lp, step: model.step())
     assert seen['steps'] == [1, 2, 3, 4]
     assert seen['after_step'] == [1, 2, 3, 4]
     assert after_step_calls == [1, 2, 3, 4]   # the stopping step finished normally
@@ -346,6 +400,7 @@ def test_request_stop_from_an_after_step_handler():
     assert seen['before_epoch'] == [1, 2] and seen['exit'] == 1
     assert lines == ['Training stopped at epoch 2, step 4: handler says stop']
     assert loop.stop_reason == 'handler says stop'
+    assert model.values()[0] == 4.
 
 
 def test_request_stop_at_the_last_step_of_an_epoch():

@@ -10,6 +10,7 @@ import tensorflow as tf
 import tfsnippet as spt
 from tfsnippet import DefaultMetricFormatter, MetricFormatter, MetricLogger
 from tfsnippet.utils import StatisticsCollector
+from tests.helpers import read_scalars
 
 
 # ------------------------------------------------------ DefaultMetricFormatter
@@ -304,13 +305,6 @@ def test_many_values_of_mixed_kinds_across_reads():
 
 
 # ------------------------------------------------------------ classic summary arguments
-def _scalars(logdir):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    ea = EventAccumulator(str(logdir), size_guidance={'scalars': 0})
-    ea.Reload()
-    return {tag: [(e.step, e.value) for e in ea.Scalars(tag)] for tag in ea.Tags()['scalars']}
-
-
 def test_metric_logger_writes_summaries_with_commit_freqs_and_skip_pattern(tmp_path):
     writer = spt.SummaryWriter(str(tmp_path))
     logger = MetricLogger(writer, summary_metric_prefix='m/', summary_skip_pattern='.*_time$',
@@ -319,7 +313,7 @@ def test_metric_logger_writes_summaries_with_commit_freqs_and_skip_pattern(tmp_p
         logger.collect_metrics({'loss': float(step), 'acc': [0.5, 1.], 'step_time': 0.1},
                                global_step=step)
     writer.close()
-    scalars = _scalars(tmp_path)
+    scalars = read_scalars(tmp_path, in_step_order=False)
     assert sorted(scalars) == ['m/acc', 'm/loss']
     assert [s for s, _ in scalars['m/loss']] == list(range(1, 21, 2))
     assert scalars['m/acc'][0] == (1, 0.75)

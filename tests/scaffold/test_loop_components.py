@@ -12,20 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import tfsnippet as spt
 from tfsnippet import EventKeys
 from tfsnippet.utils import Every
+from tests.helpers import read_scalars
 
 PACKAGE = Path(spt.__file__).parent
-
-
-def read_scalars(logdir):
-    ea = EventAccumulator(str(logdir), size_guidance={'scalars': 0})
-    ea.Reload()
-    return {tag: sorted((e.step, e.value) for e in ea.Scalars(tag))
-            for tag in ea.Tags()['scalars']}
 
 
 def epochs(loop, valid, steps=1, body=None):

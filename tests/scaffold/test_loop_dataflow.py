@@ -10,7 +10,6 @@ interrupted epoch consumed).  Each resume test compares the steps seen by an
 interrupted run plus its resumed run with those of an uninterrupted run.
 """
 
-import os
 import threading
 
 import numpy as np
@@ -18,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import tfsnippet as spt
-from tfsnippet.scaffold.checkpoint.state_format import read_state
+from tests.helpers import saved_loop_state
 
 ROWS, BATCH = 23, 4          # 6 batches per epoch: 4, 4, 4, 4, 4, 3
 STOP_AT = 9                  # the 3rd step of epoch 2
@@ -57,11 +56,6 @@ def train(data, max_epoch=3, max_step=None, stop_at=None, break_at=None, seen=No
 
 def checkpointed(root):
     return dict(checkpoint_dir=str(root), checkpoint_step_freq=1)
-
-
-def saved_loop_state(root, step):
-    path = os.path.join(str(root), 'checkpoint', f'checkpoint.dat-{step}')
-    return read_state(path)['objects']['$$train_loop']['loop']
 
 
 def shuffled_flow(seed=7):

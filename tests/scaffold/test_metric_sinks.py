@@ -1,6 +1,6 @@
 """Metric sinks: one interface for TensorBoard, the results store, MLflow, HParams and a user's own.
 
-The graph-mode twin of the user-sink test is tests/graph/test_metric_sinks_graph.py.
+The user-sink test takes ``style``: it runs in both TF styles (tests/conftest.py).
 """
 
 import ast
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+import tensorflow as tf
 
 import tfsnippet as spt
 from tfsnippet.experiment.store import ResultsStore
@@ -19,6 +19,7 @@ from tfsnippet.scaffold.components.run_recorder import MetricRecorder
 from tfsnippet.scaffold.components.summaries import SummaryLogger
 from tfsnippet.scaffold.loop_context import push_loop_context, remove_loop_context
 from tfsnippet.scaffold.metrics.sinks import MetricSink, MultiSink, SinkError, chief_only
+from tests.helpers import read_scalars
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,13 +59,14 @@ class ListSink(MetricSink):
         return [c for c in self.calls if c[0] == 'stats' and c[1] == 'epoch']
 
 
-def train(loop, clock, print_every=2):
+def train(loop, clock, print_every=2, compute=None):
     """4 epochs of 3 steps; the epoch line printed every `print_every` epochs; a
-    step line at each epoch's second step."""
+    step line at each epoch's second step.  ``loss = x * epoch``, computed by
+    ``compute`` if given (``Style.computed``)."""
     for epoch in loop.iter_epochs():
         for step, x in loop.iter_steps([1., 2., 4.]):
             clock.advance(0.5)
-            loop.collect_metrics(loss=x * epoch)
+            loop.collect_metrics(loss=x * epoch if compute is None else compute(x * epoch))
             if step % 3 == 2:
                 loop.print_logs()
         loop.collect_metrics(valid_loss=1. / epoch)
@@ -73,13 +75,15 @@ def train(loop, clock, print_every=2):
     loop.collect_results(test_loss=0.25)
 
 
-def test_a_user_sink_gets_the_same_epoch_statistics_as_the_results_store(tmp_path, fake_clock):
+def test_a_user_sink_gets_the_same_epoch_statistics_as_the_results_store(
+        style, tmp_path, fake_clock):
     sink = ListSink()
     with spt.Experiment(RunConfig, root=tmp_path, name='mine', args=[], sinks=[sink],
                         hparams=False, tee=False, flush_secs=0.) as exp:
         with spt.TrainLoop([], max_epoch=exp.config.max_epoch, print_func=lambda s: None,
                            clock=fake_clock) as loop:
-            train(loop, fake_clock)
+            # the loss computed by TensorFlow in the style (``session.run`` in graph style)
+            train(loop, fake_clock, compute=style.computed(tf.identity))
     with ResultsStore(tmp_path) as store:
         rows = store.epochs('mine')
         run = store.get_run('mine')
@@ -170,12 +174,6 @@ def test_chief_only_keeps_a_worker_quiet():
         chief_only(loud, is_chief='yes')
 
 
-def read_scalars(logdir, tag='metrics/loss'):
-    events = EventAccumulator(str(logdir))
-    events.Reload()
-    return [(e.step, e.value) for e in events.Scalars(tag)]
-
-
 @pytest.mark.parametrize('stream', ['logs', 'epochs'])
 def test_tensorboard_writes_the_statistics_of_each_line_or_epoch(tmp_path, fake_clock, stream):
     sink = ListSink()
@@ -187,7 +185,7 @@ def test_tensorboard_writes_the_statistics_of_each_line_or_epoch(tmp_path, fake_
         train(loop, fake_clock)
     expected = [(c[2], pytest.approx(c[4]['loss']['mean'])) for c in sink.calls
                 if c[0] == 'stats']
-    assert read_scalars(tmp_path) == expected
+    assert read_scalars(tmp_path, 'metrics/loss', in_step_order=False) == expected
     assert len(expected) == (6 if stream == 'logs' else 4)
 
 
@@ -198,7 +196,8 @@ def test_the_classic_stream_writes_every_value_and_the_stream_is_checked(tmp_pat
         for _ in loop.iter_epochs():
             for _, x in loop.iter_steps([1., 2., 4.]):
                 loop.collect_metrics(loss=x)
-    assert read_scalars(tmp_path) == [(1, 1.), (2, 2.), (3, 4.)]
+    assert read_scalars(tmp_path, 'metrics/loss', in_step_order=False) == [
+        (1, 1.), (2, 2.), (3, 4.)]
     with pytest.raises(ValueError, match="`stream` must be one of 'values', 'logs', 'epochs'"):
         SummaryLogger(summary_dir=str(tmp_path), stream='steps')
 

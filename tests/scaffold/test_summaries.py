@@ -1,4 +1,7 @@
-"""TensorBoard summaries of the loop in eager mode (API.md section 7.8).
+"""TensorBoard summaries of the loop (API.md section 7.8).
+
+The tests taking ``style`` run in both TF styles; the rest in eager mode
+(tests/graph/test_summaries_graph.py has what is graph-only).
 
 The event files are read back with tensorboard's EventAccumulator and
 compared as ``{tag: [(step, value), ...]}``.  The values are chosen to be
@@ -12,18 +15,10 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import tfsnippet as spt
 from tfsnippet import EventKeys
-
-
-def read_scalars(logdir):
-    """``{tag: [(step, value), ...]}`` of every scalar in `logdir`, in step order."""
-    ea = EventAccumulator(str(logdir), size_guidance={'scalars': 0})
-    ea.Reload()
-    return {tag: sorted((e.step, e.value) for e in ea.Scalars(tag))
-            for tag in ea.Tags()['scalars']}
+from tests.helpers import read_events, read_histograms, read_scalars
 
 
 def x_summary(value):
@@ -56,10 +51,39 @@ VALID = [(3, 0.5), (6, 1.)]
 STEPS_PER_SEC = [(3, 0.375), (6, 0.375)]
 
 
-def test_metrics_summaries_and_steps_per_second(tmp_path, fake_clock):
+def x_summaries(style):
+    """``f(value)``: a summary of ``x = value`` as the style makes it: a ``Summary``
+    proto in eager style, the bytes of a ``tf.compat.v1.summary`` op run in graph style."""
+    if not style.is_graph:
+        return x_summary
+    x_in = tf.compat.v1.placeholder(tf.float32, [], name='x_in')
+    tf.compat.v1.summary.scalar('x', x_in)
+    merged = tf.compat.v1.summary.merge_all()
+    return lambda value: style.session.run(merged, feed_dict={x_in: value})
+
+
+def train_in_style(loop, style, clock):
+    """`train`, with ``loss = step / 4`` and ``valid_loss = epoch / 2`` computed by
+    TensorFlow and ``x = 10 * epoch`` a summary of the style (see `x_summaries`)."""
+    quarter = style.computed(lambda step: step / 4.)
+    summary_of = x_summaries(style)
+    with loop:
+        for epoch in loop.iter_epochs():
+            for step, _ in loop.iter_steps(range(3)):
+                clock.advance(2.)
+                loop.collect_metrics(loss=quarter(step))
+            with loop.timeit('valid_time'):
+                clock.advance(2.)
+                loop.collect_metrics(valid_loss=quarter(2 * epoch))
+            loop.add_summary(summary_of(10. * epoch))
+            loop.print_logs()
+    return summary_of
+
+
+def test_metrics_summaries_and_steps_per_second(style, tmp_path, fake_clock):
     loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), clock=fake_clock,
                          print_func=lambda s: None)
-    train(loop, fake_clock)
+    train_in_style(loop, style, fake_clock)
     assert read_scalars(tmp_path) == {
         'metrics/loss': LOSS,
         'metrics/valid_loss': VALID,
@@ -156,20 +180,21 @@ def test_add_summary_proto_and_bytes(tmp_path):
     assert [step for step, _ in added] == [0, 1, 2]
 
 
-def test_user_writer_is_not_closed_by_the_loop(tmp_path, fake_clock):
+def test_user_writer_is_not_closed_by_the_loop(style, tmp_path, fake_clock):
     writer = spt.SummaryWriter(str(tmp_path))
     loop = spt.TrainLoop(max_epoch=2, summary_writer=writer, clock=fake_clock,
                          print_func=lambda s: None)
-    train(loop, fake_clock)
+    summary_of = train_in_style(loop, style, fake_clock)
     assert loop.summary_writer is writer
     writer.add_scalars({'after': 4.}, step=7)        # still writable
+    writer.add_summary(summary_of(5.), 9)
     writer.close()
     assert read_scalars(tmp_path) == {
-        'metrics/loss': LOSS, 'metrics/valid_loss': VALID, 'x': [(3, 10.), (6, 20.)],
+        'metrics/loss': LOSS, 'metrics/valid_loss': VALID, 'x': [(3, 10.), (6, 20.), (9, 5.)],
         'global_step/sec': STEPS_PER_SEC, 'after': [(7, 4.)]}
 
 
-def test_loop_opened_writer_is_closed_on_exit(tmp_path, fake_clock):
+def test_loop_opened_writer_is_closed_on_exit(style, tmp_path, fake_clock):
     loop = spt.TrainLoop(max_epoch=1, summary_dir=str(tmp_path), clock=fake_clock,
                          print_func=lambda s: None)
     assert loop.summary_writer is None
@@ -201,14 +226,6 @@ def test_summaries_are_written_when_the_loop_exits_through_an_error(tmp_path, fa
     assert read_scalars(tmp_path) == {'metrics/loss': LOSS[:2]}
 
 
-def read_histograms(logdir):
-    """``{tag: [(step, count of values), ...]}`` of the histograms in `logdir`."""
-    ea = EventAccumulator(str(logdir), size_guidance={'histograms': 0})
-    ea.Reload()
-    return {tag: [(e.step, int(e.histogram_value.num)) for e in ea.Histograms(tag)]
-            for tag in ea.Tags()['histograms']}
-
-
 def test_histograms_of_param_vars_every_n_epochs(tmp_path, fake_clock):
     w = tf.Variable(tf.zeros([3, 4]), name='w')
     b = tf.Variable(tf.zeros([4]), name='b')
@@ -220,6 +237,7 @@ def test_histograms_of_param_vars_every_n_epochs(tmp_path, fake_clock):
                 w.assign_add(tf.ones([3, 4]))
     assert read_histograms(tmp_path) == {'params/dense/w': [(4, 12), (8, 12)],
                                          'params/dense/b': [(4, 4), (8, 4)]}
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     ea = EventAccumulator(str(tmp_path), size_guidance={'histograms': 0})
     ea.Reload()
     last = ea.Histograms('params/dense/w')[-1].histogram_value
@@ -233,18 +251,6 @@ def test_bad_histogram_freq():
 
 
 # ------------------------------------------------------------ classic FileWriter methods
-def read_events(logdir):
-    """Every event of every event file in `logdir` as written, files in name order."""
-    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
-    from tensorboard.compat.proto import event_pb2
-    events = []
-    for name in sorted(os.listdir(logdir)):
-        if name.startswith('events.out.tfevents.'):
-            events.extend(event_pb2.Event.FromString(record) for record in
-                          RawEventFileLoader(os.path.join(logdir, name)).Load())
-    return events
-
-
 def test_loop_summary_writer_has_the_classic_file_writer_methods(tmp_path):
     logdir = str(tmp_path / 'logs')
     with spt.TrainLoop(max_epoch=1, summary_dir=logdir) as loop:

@@ -5,13 +5,13 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import tfsnippet as spt
 from tfsnippet.scaffold.summary_collector import (GraphKeys, SummaryCollector, add_histogram,
                                                   add_summary, default_summary_collector,
                                                   histogram_summary, write_histogram)
 from tfsnippet.settings_ import settings
+from tests.helpers import read_histograms as read_tensorboard_histograms
 
 
 def raises(exc_type, message):
@@ -20,17 +20,9 @@ def raises(exc_type, message):
 
 def read_histograms(logdir):
     """``{tag: [(step, num, min, max, sum, sum_squares, limits, counts), ...]}`` in step order."""
-    ea = EventAccumulator(str(logdir), size_guidance={'histograms': 0})
-    ea.Reload()
-    out = {}
-    for tag in ea.Tags()['histograms']:
-        rows = []
-        for e in ea.Histograms(tag):
-            h = e.histogram_value
-            rows.append((e.step, h.num, h.min, h.max, h.sum, h.sum_squares,
-                         list(h.bucket_limit), list(h.bucket)))
-        out[tag] = sorted(rows)
-    return out
+    return read_tensorboard_histograms(
+        logdir, ('num', 'min', 'max', 'sum', 'sum_squares', 'bucket_limit', 'bucket'),
+        in_step_order=True)
 
 
 # ------------------------------------------------------------ the proto

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from tfsnippet.utils import ETA, humanize_duration
+from tests.helpers import FakeClock
 
 
 # ----------------------------------------------------------- humanize_duration
@@ -68,18 +69,8 @@ def test_humanize_duration_long_units(seconds, expected):
 
 
 # ------------------------------------------------------------------------- ETA
-class Clock:
-    """A clock frozen at `now` unless the test moves it."""
-
-    def __init__(self, now=0.):
-        self.now = now
-
-    def __call__(self):
-        return self.now
-
-
 def test_eta_from_explicit_times():
-    eta = ETA(clock=Clock(0.))
+    eta = ETA(clock=FakeClock(0.))
     eta.take_snapshot(0., now=0.)
     # 1 second for a quarter: 3 more seconds for the remaining three quarters
     assert eta.get_eta(.25, now=1.) == pytest.approx(3.)
@@ -89,7 +80,7 @@ def test_eta_from_explicit_times():
 
 
 def test_eta_uses_the_first_snapshot_not_the_latest():
-    eta = ETA(clock=Clock(0.))
+    eta = ETA(clock=FakeClock(0.))
     eta.take_snapshot(0., now=0.)
     eta.take_snapshot(.5, now=100.)
     # from (0, 0): 101 s for 75 % -> 101 / .75 * .25
@@ -97,7 +88,7 @@ def test_eta_uses_the_first_snapshot_not_the_latest():
 
 
 def test_eta_is_none_when_progress_has_not_moved():
-    eta = ETA(take_initial_snapshot=False, clock=Clock(0.))
+    eta = ETA(take_initial_snapshot=False, clock=FakeClock(0.))
     eta.take_snapshot(.5, now=0.)
     assert eta.get_eta(.5, now=10.) is None
     assert eta.get_eta(.5 + 5e-8, now=10.) is None  # moved less than 1e-7
