@@ -2,13 +2,18 @@
 checkpoints, TensorBoard summaries and variable tables."""
 
 from .checkpoint import (CheckpointError, CheckpointSavableObject, CheckpointSaver,
-                         CheckpointStore, CheckpointWriteError, WarmStartReport,
-                         export_weights, warm_start)
-from .components import (Checkpointer, EarlyStopping, LoopComponent, LossGuard, LossGuardError,
-                         ProgressBar, ReduceOnPlateau, SummaryLogger, WarmStart)
+                         CheckpointStore, CheckpointWriteError, KeepBest, KeepEveryNth,
+                         KeepLatest, SaveAtEnd, SaveEvery, UntrustedCheckpointError,
+                         WarmStartReport, convert_legacy_checkpoints, export_weights,
+                         warm_start)
+from .components import (Checkpointer, EarlyStopping, ExportBest, LoopComponent, LossGuard,
+                         LossGuardError, Preemption, ProgressBar, ReduceOnPlateau,
+                         SummaryLogger, TrainingPreempted, WarmStart)
+from .components.run_recorder import MetricRecorder
 from .event_keys import EventKeys
 from .loop import TrainLoop
 from .metrics import DefaultMetricFormatter, MetricFormatter, MetricLogger
+from .metrics.sinks import MetricSink, MultiSink, chief_only
 from .scheduled_var import AnnealingVariable, ScheduledVariable
 from .summary_collector import (GraphKeys, SummaryCollector, add_histogram, add_summary,
                                 default_summary_collector, histogram_summary, write_histogram)
@@ -22,4 +27,7 @@ __all__ = ['CheckpointError', 'CheckpointSavableObject', 'Checkpointer', 'Checkp
            'LossGuardError', 'ProgressBar', 'ReduceOnPlateau', 'GraphKeys', 'SummaryCollector',
            'add_histogram', 'add_summary', 'default_summary_collector', 'histogram_summary',
            'write_histogram', 'CheckpointStore', 'WarmStartReport', 'warm_start', 'WarmStart',
-           'export_weights', 'CheckpointWriteError']
+           'export_weights', 'CheckpointWriteError', 'KeepBest', 'KeepEveryNth', 'KeepLatest',
+           'SaveAtEnd', 'SaveEvery', 'UntrustedCheckpointError', 'convert_legacy_checkpoints',
+           'ExportBest', 'Preemption', 'TrainingPreempted', 'MetricRecorder', 'MetricSink',
+           'MultiSink', 'chief_only']
