@@ -127,6 +127,7 @@ class ClusterInfo:
             source: Where the description came from.
 
         Example:
+            >>> from tfsnippet.distributed import ClusterInfo
             >>> info = ClusterInfo.of_task({'chief': ['a:1'], 'worker': ['b:1']}, 'worker', 0)
             >>> info.is_chief, info.num_workers, info.worker_rank
             (False, 2, 1)
@@ -492,6 +493,7 @@ def expand_hostlist(hostlist: str) -> list[str]:
 
     Example:
 
+        >>> from tfsnippet.distributed import expand_hostlist
         >>> expand_hostlist('node[01-03,07],gpu5')
         ['node01', 'node02', 'node03', 'node07', 'gpu5']
     """

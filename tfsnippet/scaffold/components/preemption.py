@@ -76,6 +76,7 @@ class Preemption(LoopComponent):
             signal is not among `signals`.
 
     Example:
+        >>> import signal
         >>> from tfsnippet.scaffold.components.preemption import Preemption
         >>> p = Preemption(signals=('SIGTERM', 'SIGUSR1'), requeue=('SIGUSR1',))
         >>> [signal.Signals(s).name for s in p.requeue_signals]
