@@ -163,7 +163,7 @@ class Preemption(LoopComponent):
             warnings.warn(f'`Preemption(requeue=...)` requeues the SLURM job after '
                           f'{", ".join(signal.Signals(s).name for s in self._requeue)}, but '
                           f'`SLURM_JOB_ID` is not set (not under SLURM): a preemption will '
-                          f'save and exit without requeueing', RuntimeWarning, stacklevel=2)
+                          f'save and exit without requeueing', RuntimeWarning, stacklevel=6)
         # a signal on any worker is agreed on by all of them (at once with one worker)
         loop.decisions.register('preempt', read=lambda: self._preempted_by is not None,
                                 apply=lambda agreed: self._on_preempt_agreed(loop, agreed))

@@ -56,7 +56,7 @@ def check_cluster_use(backend: Backend, params: Any) -> None:
             raise ValueError(f'{text}: every worker would train on whole batches, unsplit, '
                              f'and every worker would print and write; {fix}')
         warnings.warn(f'{text}: it would neither split the batches over the replicas nor '
-                      f'reduce their metrics; {fix}', RuntimeWarning, stacklevel=4)
+                      f'reduce their metrics; {fix}', RuntimeWarning, stacklevel=6)
         return
     try:
         info = cluster_info()
@@ -75,4 +75,4 @@ def check_cluster_use(backend: Backend, params: Any) -> None:
         f'summaries, results); create a `tf.distribute.MultiWorkerMirroredStrategy()` first, '
         f'build the model in its scope and pass `strategy=` to the TrainLoop (see the '
         f'"Several processes" section of the distributed training guide)',
-        RuntimeWarning, stacklevel=4)
+        RuntimeWarning, stacklevel=6)
