@@ -75,10 +75,11 @@ def make_strategy(args):
                 cpu, [tf.config.LogicalDeviceConfiguration()] * args.replicas)
             devices = [f'/cpu:{i}' for i in range(args.replicas)]
         return tf.distribute.MirroredStrategy(devices), None
-    cluster = spt.distributed.cluster_info()   # TF_CONFIG (or SLURM)
+    cluster = spt.distributed.cluster_info()   # TF_CONFIG (or Kubernetes, SLURM)
     if args.strategy == 'multiworker':
-        # TensorFlow reads TF_CONFIG itself; under SLURM's `srun`, hand it the resolver
-        resolver = cluster.cluster_resolver() if cluster.source == 'slurm' else None
+        # TensorFlow reads TF_CONFIG itself; under Kubernetes or SLURM, hand it the resolver
+        resolver = (cluster.cluster_resolver() if cluster.source in ('kubernetes', 'slurm')
+                    else None)
         return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver), None
     if cluster.task_type in ('worker', 'ps'):   # --strategy ps: serve the coordinator
         server = tf.distribute.Server(cluster.cluster_spec(), job_name=cluster.task_type,

@@ -37,6 +37,11 @@ What ends a run:
 * the launcher gets ``SIGINT`` (Ctrl+C) or ``SIGTERM``: it stops all tasks the
   same way, does not restart, and exits with 128 + the signal number.
 
+Every task of a launch also gets ``TFSNIPPET_RUN_ID``, one id per launch
+(the same after a restart; an id already in the launcher's environment is
+passed on): an :class:`~tfsnippet.Experiment` given no ``name`` takes it, so
+that all workers record into one run, and a restart resumes it.
+
 Each task runs in its own process group, and the whole group is signalled,
 so processes a script starts are stopped with it.
 
@@ -46,8 +51,8 @@ so processes a script starts are stopped with it.
     ports are picked, unless ``--port-base`` fixes them.
 
 On a real cluster, do not use this launcher: run the same script under the
-cluster manager, which sets ``TF_CONFIG`` (Kubernetes TFJob, Vertex AI), or
-with ``srun`` under SLURM (see :mod:`tfsnippet.distributed`).
+cluster manager, which sets ``TF_CONFIG`` (Vertex AI), as a Kubernetes
+Indexed Job, or with ``srun`` under SLURM (see :mod:`tfsnippet.distributed`).
 
 This module imports nothing but the standard library.
 """
@@ -65,14 +70,19 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from types import FrameType
 from typing import IO, Sequence, TextIO
 
-__all__ = ['main', 'Task', 'plan_tasks', 'tf_config_for', 'RESTART_ENV']
+__all__ = ['main', 'Task', 'plan_tasks', 'tf_config_for', 'RESTART_ENV', 'RUN_ID_ENV']
 
 RESTART_ENV = 'TFSNIPPET_LAUNCH_RESTART'
 """Variable holding the restart number (0 on the first run) in every task's environment."""
+
+RUN_ID_ENV = 'TFSNIPPET_RUN_ID'
+"""Variable holding the launch's run id in every task's environment (the same after a
+restart); equal to :data:`tfsnippet.distributed.RUN_ID_ENV`."""
 
 PROG = 'python -m tfsnippet.launch'
 
@@ -198,6 +208,8 @@ class _Launcher:
         self.procs: dict[Task, subprocess.Popen[bytes]] = {}
         self.threads: list[threading.Thread] = []
         self.count = args.workers + args.ps + (1 if args.ps else 0)
+        self.run_id = (os.environ.get(RUN_ID_ENV, '').strip()
+                       or f'{time.strftime("%Y%m%d-%H%M%S")}-{uuid.uuid4().hex[:6]}')
 
     # ------------------------------------------------------------ output
     def say(self, text: str) -> None:
@@ -222,6 +234,7 @@ class _Launcher:
             env = dict(os.environ)
             env['TF_CONFIG'] = tf_config_for(tasks, task)
             env[RESTART_ENV] = str(attempt)
+            env[RUN_ID_ENV] = self.run_id
             env.setdefault('PYTHONUNBUFFERED', '1')
             proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,

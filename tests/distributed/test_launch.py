@@ -203,6 +203,8 @@ def test_restart_runs_all_tasks_again_after_a_failure(tmp_path, capsys):
     argv = script(tmp_path, '''
         with open(DIR / f'{NAME}.log', 'a') as f:
             f.write(f'{RESTART}\\n')
+        with open(DIR / 'run_ids.log', 'a') as f:
+            f.write(os.environ['TFSNIPPET_RUN_ID'] + '\\n')
         if NAME == 'worker1' and RESTART == 0:
             wait_for('worker0-started')
             sys.exit(5)
@@ -218,9 +220,23 @@ def test_restart_runs_all_tasks_again_after_a_failure(tmp_path, capsys):
                               'worker 1': ['resumed at restart 1']}
     assert (tmp_path / 'worker0.log').read_text() == '0\n1\n'
     assert (tmp_path / 'worker1.log').read_text() == '0\n1\n'
+    # one run id for the launch: every worker, before and after the restart
+    run_ids = (tmp_path / 'run_ids.log').read_text().split()
+    assert len(run_ids) == 4 and len(set(run_ids)) == 1
+    assert re.fullmatch(r'\d{8}-\d{6}-[0-9a-f]{6}', run_ids[0])
     assert by_prefix(err)['launch'][1:] == [
         'worker 1 exited with status 5; restarting all tasks (restart 1 of 2)',
         'finished: all tasks succeeded after 1 restart']
+
+
+def test_a_run_id_in_the_environment_is_passed_on(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv('TFSNIPPET_RUN_ID', 'digits-7')
+    argv = script(tmp_path, '''
+        print(os.environ['TFSNIPPET_RUN_ID'])
+    ''')
+    status, out, _, _ = run_main(['--workers', '2', *argv], capsys)
+    assert status == 0
+    assert by_prefix(out) == {'worker 0': ['digits-7'], 'worker 1': ['digits-7']}
 
 
 def test_restarts_run_out(tmp_path, capsys):

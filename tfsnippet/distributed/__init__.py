@@ -17,15 +17,20 @@ it is and acts on that::
     if distributed.is_chief():
         ...  # only the chief writes checkpoints, summaries and logs
 
-The description comes from ``TF_CONFIG``, else from SLURM, else this process
-runs alone (see :func:`cluster_info`).  Where the processes come from:
+The description comes from ``TF_CONFIG``, else from a Kubernetes Indexed Job,
+else from SLURM, else this process runs alone (see :func:`cluster_info`).  Where the processes come from:
 
 * **On one machine**, ``python -m tfsnippet.launch --workers 2 train.py ARGS``
   starts them with their ``TF_CONFIG`` on free loopback ports, and restarts
   them all when one fails (see :mod:`tfsnippet.launch`).
-* **Kubernetes (Kubeflow's TFJob) and Vertex AI** set ``TF_CONFIG`` in every
-  replica: declare ``Chief``/``Worker``/``PS`` replicas (Vertex AI: worker
-  pools 0, 1 and 2) and run the same script in each; nothing else to do.
+* **Vertex AI** (and Kubeflow's TFJob) set ``TF_CONFIG`` in every replica:
+  declare worker pools 0 (the chief), 1 (workers) and 2 (parameter
+  servers) and run the same script in each; nothing else to do.
+* **Kubernetes**: an Indexed Job with a headless Service; set
+  ``TFSNIPPET_NUM_WORKERS`` and ``TFSNIPPET_SERVICE`` (and optionally
+  ``TFSNIPPET_PORT``) in the pod template, and :func:`cluster_info` builds
+  the cluster from ``JOB_COMPLETION_INDEX`` and the pods' host names.
+  TensorFlow does not read these: hand it ``cluster_info().cluster_resolver()``.
 * **SLURM**: run ``srun --ntasks=4 python train.py ARGS`` (in an ``sbatch``
   script or an ``salloc`` shell).  Every task is a ``'worker'``, ranked by
   ``SLURM_PROCID``; task k on a node listens on port ``8888 + k`` (pass
@@ -39,10 +44,14 @@ Nothing here imports TensorFlow, except :meth:`ClusterInfo.cluster_resolver`.
 
 from __future__ import annotations
 
-from .cluster import DEFAULT_SLURM_PORT, TASK_TYPES, ClusterInfo, cluster_info, expand_hostlist
+from .cluster import (DEFAULT_K8S_PORT, DEFAULT_SLURM_PORT, K8S_JOB_NAME_ENV, K8S_PORT_ENV,
+                      K8S_SERVICE_ENV, K8S_WORKERS_ENV, RUN_ID_ENV, TASK_TYPES, ClusterInfo,
+                      cluster_info, expand_hostlist, shared_run_id)
 
 __all__ = ['ClusterInfo', 'cluster_info', 'expand_hostlist', 'is_chief', 'num_workers',
-           'task_type', 'task_index', 'TASK_TYPES', 'DEFAULT_SLURM_PORT']
+           'task_type', 'task_index', 'shared_run_id', 'TASK_TYPES', 'DEFAULT_SLURM_PORT',
+           'DEFAULT_K8S_PORT', 'K8S_WORKERS_ENV', 'K8S_SERVICE_ENV', 'K8S_PORT_ENV',
+           'K8S_JOB_NAME_ENV', 'RUN_ID_ENV']
 
 
 def is_chief() -> bool:

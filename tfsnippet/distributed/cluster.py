@@ -1,4 +1,5 @@
-"""Where this process sits in a training cluster, read from `TF_CONFIG`, from SLURM, or alone."""
+"""Where this process sits in a training cluster, read from `TF_CONFIG`, a Kubernetes
+Indexed Job, SLURM, or alone."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.distribute.cluster_resolver import ClusterResolver
 
 __all__ = ['ClusterInfo', 'cluster_info', 'expand_hostlist', 'TASK_TYPES',
-           'DEFAULT_SLURM_PORT']
+           'DEFAULT_SLURM_PORT', 'DEFAULT_K8S_PORT', 'K8S_WORKERS_ENV', 'K8S_SERVICE_ENV',
+           'K8S_PORT_ENV', 'K8S_JOB_NAME_ENV', 'RUN_ID_ENV', 'shared_run_id']
 
 TASK_TYPES: tuple[str, ...] = ('chief', 'worker', 'ps', 'evaluator')
 """The task types a cluster may hold, as TensorFlow names them."""
@@ -23,7 +25,27 @@ TASK_TYPES: tuple[str, ...] = ('chief', 'worker', 'ps', 'evaluator')
 DEFAULT_SLURM_PORT = 8888
 """First port of the tasks on each SLURM node (the next task on a node gets the next port)."""
 
-Source = Literal['tf_config', 'slurm', 'local']
+DEFAULT_K8S_PORT = 2222
+"""Port every worker pod of a Kubernetes Indexed Job listens on, unless `K8S_PORT_ENV` says."""
+
+K8S_WORKERS_ENV = 'TFSNIPPET_NUM_WORKERS'
+"""Variable holding the number of workers of a Kubernetes Indexed Job (its ``completions``)."""
+
+K8S_SERVICE_ENV = 'TFSNIPPET_SERVICE'
+"""Variable holding the name of the headless Service of a Kubernetes Indexed Job (the
+pods' ``subdomain``)."""
+
+K8S_PORT_ENV = 'TFSNIPPET_PORT'
+"""Variable holding the port of the workers of a Kubernetes Indexed Job (default 2222)."""
+
+K8S_JOB_NAME_ENV = 'TFSNIPPET_JOB_NAME'
+"""Variable holding the name of a Kubernetes Indexed Job (default: read from ``HOSTNAME``)."""
+
+RUN_ID_ENV = 'TFSNIPPET_RUN_ID'
+"""Variable holding the run id every process of a job shares (``python -m
+tfsnippet.launch`` sets it, one per launch, kept across restarts)."""
+
+Source = Literal['tf_config', 'kubernetes', 'slurm', 'local']
 
 
 @dataclass(frozen=True)
@@ -47,7 +69,7 @@ class ClusterInfo:
             that type; empty for a process that runs alone.  It is stored
             read-only; :meth:`cluster_spec` gives a plain copy.
         source: Where the description came from: ``'tf_config'``,
-            ``'slurm'`` or ``'local'``.
+            ``'kubernetes'``, ``'slurm'`` or ``'local'``.
 
     Example:
 
@@ -105,6 +127,7 @@ class ClusterInfo:
             source: Where the description came from.
 
         Example:
+            >>> from tfsnippet.distributed import ClusterInfo
             >>> info = ClusterInfo.of_task({'chief': ['a:1'], 'worker': ['b:1']}, 'worker', 0)
             >>> info.is_chief, info.num_workers, info.worker_rank
             (False, 2, 1)
@@ -158,14 +181,25 @@ def cluster_info(environ: Mapping[str, str] | None = None, *,
 
     The sources are tried in this order:
 
-    1. ``TF_CONFIG`` (set by the cluster manager: Kubernetes TFJob, Vertex AI,
-       or ``python -m tfsnippet.launch``), a JSON object such as
+    1. ``TF_CONFIG`` (set by the cluster manager: Vertex AI, a Kubeflow
+       TFJob, or ``python -m tfsnippet.launch``), a JSON object such as
        ``{"cluster": {"worker": ["h1:2222", "h2:2222"]}, "task": {"type":
        "worker", "index": 0}}``.  A missing ``task.index`` means 0, as in
        TensorFlow.  An ``'evaluator'`` task may be left out of ``cluster``,
        as TensorFlow's evaluator usually is.  A ``TF_CONFIG`` that is blank,
        or has neither ``cluster`` nor ``task``, counts as unset.
-    2. SLURM, when ``SLURM_PROCID`` is set (a task started by ``srun``): every
+    2. A Kubernetes Indexed Job with a headless Service, when
+       ``TFSNIPPET_NUM_WORKERS`` or ``TFSNIPPET_SERVICE`` is set (in the
+       pod template): every pod is a ``'worker'``, indexed by
+       ``JOB_COMPLETION_INDEX`` (which Kubernetes sets), worker 0 being the
+       chief.  ``TFSNIPPET_NUM_WORKERS`` is the number of workers (the
+       Job's ``completions``), ``TFSNIPPET_SERVICE`` the headless Service
+       (the pods' ``subdomain``), ``TFSNIPPET_PORT`` the port every worker
+       listens on (2222 by default).  Worker k is
+       ``<job>-<k>.<service>:<port>``, the host name Kubernetes gives the
+       k-th pod of an Indexed Job; the Job's name comes from
+       ``TFSNIPPET_JOB_NAME``, else from ``HOSTNAME`` (``<job>-<index>``).
+    3. SLURM, when ``SLURM_PROCID`` is set (a task started by ``srun``): every
        task is a ``'worker'``, indexed by ``SLURM_PROCID``.  The task count
        comes from ``SLURM_STEP_NUM_TASKS`` (or ``SLURM_NTASKS``), the nodes
        from ``SLURM_STEP_NODELIST`` (or ``SLURM_JOB_NODELIST``), the tasks per
@@ -173,7 +207,7 @@ def cluster_info(environ: Mapping[str, str] | None = None, *,
        else an even split).  Tasks are laid out over the nodes in order (the
        default "block" distribution), the k-th task on a node listening on
        ``slurm_port + k``.
-    3. Otherwise this process runs alone: the chief, and the only worker.
+    4. Otherwise this process runs alone: the chief, and the only worker.
 
     Args:
         environ: The variables to read; ``os.environ`` by default.
@@ -183,8 +217,9 @@ def cluster_info(environ: Mapping[str, str] | None = None, *,
         The :class:`ClusterInfo` of this process.
 
     Raises:
-        ValueError: ``TF_CONFIG`` or the SLURM variables are malformed; the
-            message names the key or variable, and shows what it holds.
+        ValueError: ``TF_CONFIG``, the Kubernetes or the SLURM variables are
+            malformed or incomplete; the message names the key or variable,
+            and shows what it holds.
 
     .. note::
         Under SLURM, start one task per process with ``srun``.  A batch script
@@ -198,11 +233,49 @@ def cluster_info(environ: Mapping[str, str] | None = None, *,
         info = _from_tf_config(raw)
         if info is not None:
             return info
+    if _first_present(env, K8S_WORKERS_ENV, K8S_SERVICE_ENV) is not None:
+        return _from_kubernetes(env)
     if 'SLURM_PROCID' in env:
         return _from_slurm(env, slurm_port)
     return _LOCAL
 
 
+
+
+def shared_run_id(environ: Mapping[str, str] | None = None) -> str | None:
+    """The run id every process of this job shares, kept when the job restarts, or ``None``.
+
+    An :class:`~tfsnippet.Experiment` given no `name` takes it, so that all
+    workers record into the chief's run and a restarted (or requeued) job
+    resumes that run.  In this order:
+
+    1. ``TFSNIPPET_RUN_ID``, when set (``python -m tfsnippet.launch`` sets
+       one per launch, the same after a restart; set it in a job spec
+       yourself to name the run);
+    2. a Kubernetes Indexed Job (see :func:`cluster_info`): ``k8s-<job>``;
+    3. a SLURM job of several tasks: ``slurm-<SLURM_JOB_ID>`` (a requeued
+       job keeps its id);
+    4. otherwise ``None``: a ``TF_CONFIG`` alone (Vertex AI, a TFJob) says
+       nothing all workers share and that survives a restart.
+
+    Args:
+        environ: The variables to read; ``os.environ`` by default.
+
+    Raises:
+        ValueError: As :func:`cluster_info`.
+    """
+    env = os.environ if environ is None else environ
+    given = env.get(RUN_ID_ENV, '').strip()
+    if given:
+        return given
+    info = cluster_info(env)
+    if info.source == 'kubernetes':
+        job = env.get(K8S_JOB_NAME_ENV, '').strip() or env.get('HOSTNAME', '').strip()[
+            :-len(f'-{info.task_index}')]
+        return f'k8s-{job}'
+    if info.source == 'slurm' and info.num_workers > 1 and env.get('SLURM_JOB_ID', '').strip():
+        return f"slurm-{env['SLURM_JOB_ID'].strip()}"
+    return None
 
 
 # ------------------------------------------------------------------ TF_CONFIG
@@ -282,6 +355,51 @@ def _check_cluster(cluster: Any) -> dict[str, list[str]]:
     if not checked:
         raise ValueError(f"`TF_CONFIG['cluster']` lists no tasks, got {short_repr(cluster)}")
     return checked
+
+
+# ----------------------------------------------------------------- Kubernetes
+_DNS_LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')
+
+
+def _from_kubernetes(env: Mapping[str, str]) -> ClusterInfo:
+    missing = [name for name in ('JOB_COMPLETION_INDEX', K8S_WORKERS_ENV, K8S_SERVICE_ENV)
+               if not env.get(name, '').strip()]
+    if missing:
+        given = K8S_WORKERS_ENV if env.get(K8S_WORKERS_ENV, '').strip() else K8S_SERVICE_ENV
+        raise ValueError(
+            f'`{given}` is set, so this pod is a worker of a Kubernetes Indexed Job, but '
+            f'{" and ".join(f"`{m}`" for m in missing)} '
+            f'{"is" if len(missing) == 1 else "are"} not; run it in a Job with '
+            f'`completionMode: Indexed` (which sets `JOB_COMPLETION_INDEX`) and set both '
+            f'`{K8S_WORKERS_ENV}` (the `completions`) and `{K8S_SERVICE_ENV}` (the headless '
+            f'Service, the pods\' `subdomain`) in the pod template')
+    num_workers = _slurm_int(env, K8S_WORKERS_ENV, minimum=1)
+    index = _slurm_int(env, 'JOB_COMPLETION_INDEX', minimum=0)
+    if index >= num_workers:
+        raise ValueError(f'`JOB_COMPLETION_INDEX` is {index} but `{K8S_WORKERS_ENV}` is '
+                         f'{num_workers}; set `{K8S_WORKERS_ENV}` to the Job\'s `completions`')
+    service = env[K8S_SERVICE_ENV].strip()
+    if not _DNS_LABEL.match(service) or len(service) > 63:
+        raise ValueError(f'`{K8S_SERVICE_ENV}` must be the name of a Service (lower-case '
+                         f'letters, digits and "-"), got {env[K8S_SERVICE_ENV]!r}')
+    port = DEFAULT_K8S_PORT
+    if env.get(K8S_PORT_ENV, '').strip():
+        port = _slurm_int(env, K8S_PORT_ENV, minimum=1)
+        if port > 65535:
+            raise ValueError(f'`{K8S_PORT_ENV}` must be an int in 1..65535, '
+                             f'got {env[K8S_PORT_ENV]!r}')
+    job = env.get(K8S_JOB_NAME_ENV, '').strip()
+    if not job:
+        hostname = env.get('HOSTNAME', '').strip()
+        suffix = f'-{index}'
+        if not hostname.endswith(suffix) or len(hostname) == len(suffix):
+            raise ValueError(
+                f'`{K8S_JOB_NAME_ENV}` is not set and `HOSTNAME` ({hostname!r}) is not '
+                f'`<job>-{index}`, the host name of pod {index} of an Indexed Job; set '
+                f'`{K8S_JOB_NAME_ENV}` to the Job\'s name')
+        job = hostname[:-len(suffix)]
+    addresses = [f'{job}-{k}.{service}:{port}' for k in range(num_workers)]
+    return ClusterInfo.of_task({'worker': addresses}, 'worker', index, 'kubernetes')
 
 
 # ---------------------------------------------------------------------- SLURM
@@ -375,6 +493,7 @@ def expand_hostlist(hostlist: str) -> list[str]:
 
     Example:
 
+        >>> from tfsnippet.distributed import expand_hostlist
         >>> expand_hostlist('node[01-03,07],gpu5')
         ['node01', 'node02', 'node03', 'node07', 'gpu5']
     """

@@ -15,7 +15,6 @@ import socket
 import sys
 import threading
 import time
-import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
@@ -27,6 +26,7 @@ from .config import (config_from_dict, config_to_dict, is_config_class,
                      is_config_instance, parse_config)
 from .config.cli import class_summary
 from .mlflow_mirror import mlflow_mirror_of
+from .run_ids import default_run_id
 from .run_files import (ConsoleCopy, Tee, cli_value, git_info, hparams_event_files, json_float,
                         package_versions, read_saved_config)
 from .sinks import StoreSink, check_sinks, report_sink_error
@@ -169,8 +169,13 @@ class Experiment(Generic[_C]):
     **Several workers** (``TF_CONFIG`` or SLURM, see
     :func:`~tfsnippet.distributed.cluster_info`): only the chief writes
     files, the store and the sinks; other workers parse the same config and
-    record nothing.  Give a `name` (or ``--resume``) so that every worker
-    agrees on the run directory: without one, each makes its own id.  Every
+    record nothing.  Every worker must record into the chief's run: without
+    a `name` (or ``--resume``), the run id is the one the job's processes
+    share (``TFSNIPPET_RUN_ID``, which ``python -m tfsnippet.launch`` sets,
+    or the Kubernetes Indexed Job or SLURM job, see
+    :func:`~tfsnippet.distributed.shared_run_id`), kept when the job
+    restarts; where there is none (a ``TF_CONFIG`` alone, as on Vertex
+    AI), a missing `name` is a ``ValueError``.  Every
     worker's first loop gets :attr:`checkpoint_dir`, so that all resume the
     same state; who saves there is the checkpointer's business.
 
@@ -180,8 +185,9 @@ class Experiment(Generic[_C]):
             :attr:`config` is a new instance holding the saved values).
         root: The directory of the runs and their results store.
         name: The run's id and directory name (letters, digits, ``._-``);
-            by default a new id from the time and a random suffix.  An
-            existing run of that name is resumed.
+            by default the id the job's workers share, else (one process)
+            a new id from the time and a random suffix.  An existing run of
+            that name is resumed.
         args: The command-line arguments, ``sys.argv[1:]`` by default (in
             a notebook, pass ``[]``).  ``--resume RUN_ID`` is read from them too.
         sinks: More sinks to mirror the run to, each a
@@ -212,7 +218,8 @@ class Experiment(Generic[_C]):
 
     Raises:
         TypeError: An argument has the wrong type.
-        ValueError: `name` is malformed, or a saved config no longer
+        ValueError: `name` is malformed or missing under several workers
+            that share no run id, or a saved config no longer
             matches the config class; when entered, `root` is not a
             writable directory.
         SystemExit: Parsing the command line failed (code 2, with the usage
@@ -284,7 +291,7 @@ class Experiment(Generic[_C]):
             if name is not None and name != resume:
                 raise ValueError(f'`name` is {name!r} but `--resume` asks for {resume!r}: '
                                  f'give one of them')
-        self._run_id = resume or name or _new_run_id()
+        self._run_id = resume or name or default_run_id()
         self._name = self._run_id
         self._run_dir = os.path.join(self._root, self._run_id)
         saved_path = os.path.join(self._run_dir, CONFIG_FILE)
@@ -774,10 +781,6 @@ def _check_flag(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f'`{name}` must be True or False, got {typed_repr(value)}')
     return value
-
-
-def _new_run_id() -> str:
-    return f'{time.strftime("%Y%m%d-%H%M%S")}-{uuid.uuid4().hex[:6]}'
 
 
 def _close_runs(root: str, run_id: str) -> str:

@@ -92,7 +92,8 @@ def build_components(param_vars: Any = None, *,
     from the ``checkpoint_*_freq``/``checkpoint_secs`` keywords, its keep
     policies from `checkpoint_max_to_keep` and `checkpoint_keep_best`), a
     :class:`~tfsnippet.scaffold.components.preemption.Preemption` for
-    ``SIGTERM`` and, with `export_best`, an
+    ``SIGTERM`` (and, under SLURM, for the signal that requeues the job: see
+    :meth:`~tfsnippet.scaffold.components.preemption.Preemption.for_cluster`) and, with `export_best`, an
     :class:`~tfsnippet.scaffold.components.export.ExportBest`; the latter two
     are added before the checkpointer, so that they exit after its final save.
 
@@ -149,7 +150,7 @@ def build_components(param_vars: Any = None, *,
             # before the checkpointer: components exit in reverse order, the export
             # after the final save, the preemption's exit status in between
             components.append(ExportBest(export_best, checkpointer))
-        components += [Preemption(('SIGTERM',)), checkpointer]
+        components += [Preemption.for_cluster(), checkpointer]
     else:
         given = [name for name, value, unset in (
             ('checkpoint_epoch_freq', checkpoint_epoch_freq, None),

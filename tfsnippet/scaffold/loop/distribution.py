@@ -16,6 +16,7 @@ from ...utils.statistics import StatisticsCollector
 from ...utils.validation import check_positive_int, short_repr
 from ..components.checkpointer import Checkpointer
 from ..event_keys import EventKeys
+from .cluster_checks import check_cluster_use
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import TrainLoop
@@ -63,8 +64,10 @@ def attach_distribution(loop: TrainLoop, strategy: Any, coordinator: Any,
     stop with a reason (a stop agreed by the workers).
 
     Raises:
-        ValueError: A ``ParameterServerStrategy`` without `coordinator`, or
-            `param_vars` holding variables created outside the strategy's scope.
+        ValueError: A ``ParameterServerStrategy`` without `coordinator`,
+            `param_vars` holding variables created outside the strategy's
+            scope, or those of a ``MultiWorkerMirroredStrategy`` without it
+            (see :func:`~tfsnippet.scaffold.loop.cluster_checks.check_cluster_use`).
         TypeError: As :class:`~tfsnippet.backend.DistributedBackend`.
         RuntimeError: Graph mode (TF1 style) with a ``ParameterServerStrategy``
             or more than one worker (see :func:`check_graph_mode`).
@@ -74,6 +77,7 @@ def attach_distribution(loop: TrainLoop, strategy: Any, coordinator: Any,
     params = loop.param_vars
     if params:
         backend.check_variables_in_scope(params, 'param_vars')
+    check_cluster_use(backend, params)
     _build_optimizers(loop, backend)
     return LoopDistribution(loop, backend, clock, on_stop)
 
