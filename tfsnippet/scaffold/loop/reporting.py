@@ -68,7 +68,8 @@ class LoopMetrics:
         self.step_start: float | None = None
         events = loop.events
         self._time_handlers = events.handlers(EventKeys.TIME_METRICS_COLLECTED)
-        self._metrics_handlers = events.handlers(EventKeys.METRICS_COLLECTED)
+        #: the handlers of ``METRICS_COLLECTED`` (a live list: checked on every collect)
+        self.metrics_handlers = events.handlers(EventKeys.METRICS_COLLECTED)
         #: the statistics of this epoch's epoch-level lines (merged across workers), if any
         self._printed_epoch: dict[str, StatisticsCollector] | None = None
         #: whether the table of parameters was printed (a trainer then does not repeat it)
@@ -121,30 +122,6 @@ class LoopMetrics:
             self.book.end_epoch()
 
     # ------------------------------------------------------------ metrics
-    def collect(self, metrics: Mapping[str, Any] | None, reduce: str | Mapping[str, str] | None,
-                kwargs: dict[str, Any]) -> None:
-        """``TrainLoop.collect_metrics``."""
-        if metrics is None:
-            metrics = kwargs
-        elif kwargs or type(metrics) is not dict:
-            if not isinstance(metrics, Mapping):
-                raise TypeError(f'`metrics` should be a dict, got {metrics!r}')
-            metrics = {**metrics, **kwargs}
-        flags = self._flags
-        if not flags.within_epoch:
-            raise RuntimeError(f'{NOT_IN_LOOP}: `collect_metrics()` needs a loop')
-        book = self.book
-        stored = book.collect(metrics, flags.within_step, reduce)
-        if self._metrics_handlers:
-            loop = self._loop
-            loop.events.fire(EventKeys.METRICS_COLLECTED, loop, stored)
-        watchers = book.watchers
-        if watchers:
-            for name in stored:
-                if name in watchers:   # a metric read at once (a validation loss)
-                    book.dispatch(stored)
-                    break
-
     def watch(self, name: str, callback: Callable[[float], Any],
               every: Every | int | dict[str, Any] | None = None) -> Callable[[], None]:
         """``TrainLoop.watch_metric``."""
@@ -178,7 +155,7 @@ class LoopMetrics:
         collector = StatisticsCollector()
         yield collector
         if collector.has_value:
-            self.collect({metric_name: float(collector.mean)}, None, {})
+            self._loop.collect_metrics({metric_name: float(collector.mean)})
 
     # ------------------------------------------------------------ printing and progress
     def println(self, message: str, with_tag: bool = False) -> None:
@@ -337,7 +314,27 @@ def collect_metrics(self: TrainLoop, metrics: Mapping[str, Any] | None = None, *
         ValueError: `reduce` is not ``'mean'``, ``'sum'`` or a dict of them.
         RuntimeError: No epoch or step loop is open.
     """
-    self._metrics.collect(metrics, reduce, kwargs)
+    # the per-step path: inline, plain attribute reads (see benchmarks/bench_train_loop.py)
+    if metrics is None:
+        metrics = kwargs
+    elif kwargs or type(metrics) is not dict:
+        if not isinstance(metrics, Mapping):
+            raise TypeError(f'`metrics` should be a dict, got {metrics!r}')
+        metrics = {**metrics, **kwargs}
+    flags = self._iter
+    if not flags.within_epoch:
+        raise RuntimeError(f'{NOT_IN_LOOP}: `collect_metrics()` needs a loop')
+    reporting = self._metrics
+    book = reporting.book
+    stored = book.collect(metrics, flags.within_step, reduce)
+    if reporting.metrics_handlers:
+        self._events.fire(EventKeys.METRICS_COLLECTED, self, stored)
+    watchers = book.watchers
+    if watchers:
+        for name in stored:
+            if name in watchers:   # a metric read at once (a validation loss)
+                book.dispatch(stored)
+                break
 
 
 def watch_metric(self: TrainLoop, name: str, callback: Callable[[float], Any],
