@@ -21,6 +21,7 @@ import pytest
 import tfsnippet as spt
 from tfsnippet.scaffold.checkpoint.store import INDEX_FILE, CheckpointStore
 from tests.helpers import checkpoint_variable
+from tests.helpers.kill_points import KILL_POINTS, STUB_PACKAGES
 from tests.scaffold.test_checkpoint_store import (LIMIT, REPO, check_clean, ckpt, index_of,
                                                   label_of, make_store, names_of, writer)
 
@@ -325,37 +326,11 @@ PIN_CHILD = r'''
 import json, os, shutil, signal, sys, types
 
 repo, save_dir, op, kill_at, log_path = sys.argv[1:]
-for package in ('tfsnippet', 'tfsnippet.utils', 'tfsnippet.scaffold',
-                'tfsnippet.scaffold.checkpoint'):
-    module = types.ModuleType(package)
-    module.__path__ = [os.path.join(repo, *package.split('.'))]
-    sys.modules[package] = module
-from tfsnippet.scaffold.checkpoint.store import CheckpointStore
+''' + STUB_PACKAGES + r'''from tfsnippet.scaffold.checkpoint.store import CheckpointStore
 
 store = CheckpointStore(save_dir, max_to_keep=1)
 store.recover()
-log = open(log_path, 'w')
-calls = 0
-
-
-def hook(module, name):
-    original = getattr(module, name)
-
-    def call(*args, **kwargs):
-        global calls
-        calls += 1
-        log.write(json.dumps([name, [str(a) for a in args]]) + '\n')
-        log.flush()
-        if calls == int(kill_at):
-            os.kill(os.getpid(), signal.SIGKILL)
-        return original(*args, **kwargs)
-    setattr(module, name, call)
-
-
-for name in ('mkdir', 'rename', 'replace', 'remove', 'unlink', 'rmdir', 'fsync'):
-    hook(os, name)
-hook(shutil, 'rmtree')
-
+''' + KILL_POINTS + r'''
 
 def write(directory):
     with open(os.path.join(directory, 'data.txt'), 'w') as f:

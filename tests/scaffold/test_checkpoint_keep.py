@@ -25,6 +25,7 @@ from tests.scaffold.test_checkpoint_best import (NAN, index, new_model, save_dir
                                                  saved_kernel)
 from tests.scaffold.test_checkpoint_store import (LIMIT, REPO, check_clean, ckpt, label_of,
                                                   writer)
+from tests.helpers.kill_points import KILL_POINTS, STUB_PACKAGES
 
 # improves (1, 2), worsens (3), improves on the 2nd best (4), NaN (5), worsens (6)
 VALID = {1: 0.5, 2: 0.2, 3: 0.4, 4: 0.3, 5: NAN, 6: 0.7}
@@ -143,38 +144,12 @@ PIN_CHILD = r'''
 import json, os, shutil, signal, sys, types
 
 repo, save_dir, op, kill_at, log_path = sys.argv[1:]
-for package in ('tfsnippet', 'tfsnippet.utils', 'tfsnippet.scaffold',
-                'tfsnippet.scaffold.checkpoint'):
-    module = types.ModuleType(package)
-    module.__path__ = [os.path.join(repo, *package.split('.'))]
-    sys.modules[package] = module
-from tfsnippet.scaffold.checkpoint.policies import KeepBest, KeepLatest
+''' + STUB_PACKAGES + r'''from tfsnippet.scaffold.checkpoint.policies import KeepBest, KeepLatest
 from tfsnippet.scaffold.checkpoint.store import CheckpointStore
 
 store = CheckpointStore(save_dir, keep=[KeepLatest(1), KeepBest(k=2)])
 store.recover()
-log = open(log_path, 'w')
-calls = 0
-
-
-def hook(module, name):
-    original = getattr(module, name)
-
-    def call(*args, **kwargs):
-        global calls
-        calls += 1
-        log.write(json.dumps([name, [str(a) for a in args]]) + '\n')
-        log.flush()
-        if calls == int(kill_at):
-            os.kill(os.getpid(), signal.SIGKILL)
-        return original(*args, **kwargs)
-    setattr(module, name, call)
-
-
-for name in ('mkdir', 'rename', 'replace', 'remove', 'unlink', 'rmdir', 'fsync'):
-    hook(os, name)
-hook(shutil, 'rmtree')
-
+''' + KILL_POINTS + r'''
 
 def write(directory):
     with open(os.path.join(directory, 'data.txt'), 'w') as f:

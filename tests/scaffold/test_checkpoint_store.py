@@ -34,6 +34,7 @@ import tensorflow as tf
 import tfsnippet as spt
 from tfsnippet.scaffold.checkpoint.store import INDEX_FILE, MARKER_FILE, CheckpointStore
 from tests.helpers import checkpoint_variable
+from tests.helpers.kill_points import KILL_POINTS, STUB_PACKAGES
 
 REPO = str(Path(__file__).resolve().parents[2])
 # how long a child process may run before the test gives up on it (a guard, not a wait)
@@ -439,43 +440,12 @@ import types
 
 repo, save_dir, step, label, max_to_keep, kill_at, log_path = sys.argv[1:]
 # the package's __init__ files import TensorFlow; the store needs none of them
-for package in ('tfsnippet', 'tfsnippet.utils', 'tfsnippet.scaffold',
-                'tfsnippet.scaffold.checkpoint'):
-    module = types.ModuleType(package)
-    module.__path__ = [os.path.join(repo, *package.split('.'))]
-    sys.modules[package] = module
-from tfsnippet.scaffold.checkpoint.store import CheckpointStore
+''' + STUB_PACKAGES + r'''from tfsnippet.scaffold.checkpoint.store import CheckpointStore
 
 assert 'tensorflow' not in sys.modules
 store = CheckpointStore(save_dir, max_to_keep=None if max_to_keep == 'None' else int(max_to_keep))
 store.recover()
-log = open(log_path, 'w')
-calls = 0
-
-
-def point(name, args):
-    """One possible kill point: logged, then the process dies if it is the chosen one."""
-    global calls
-    calls += 1
-    log.write(json.dumps([name, [str(a) for a in args]]) + '\n')
-    log.flush()
-    if calls == int(kill_at):
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def hook(module, name):
-    original = getattr(module, name)
-
-    def call(*args, **kwargs):
-        point(name, args)
-        return original(*args, **kwargs)
-    setattr(module, name, call)
-
-
-for name in ('mkdir', 'rename', 'replace', 'remove', 'unlink', 'rmdir', 'fsync'):
-    hook(os, name)
-hook(shutil, 'rmtree')
-
+''' + KILL_POINTS + r'''
 
 def write(directory):
     with open(os.path.join(directory, 'data.txt'), 'w') as f:
