@@ -170,6 +170,15 @@ def test_bad_preemption_signals():
         spt.Checkpointer('/tmp/x', preemption_signals=['SIGNOPE'])
 
 
+@pytest.mark.parametrize('arg', ['signals', 'requeue'])
+def test_bad_preemption_component_signals_name_the_argument(arg):
+    kwargs = {'signals': ['SIGNOPE']} if arg == 'signals' else \
+        {'signals': ['SIGTERM'], 'requeue': ['SIGNOPE']}
+    with pytest.raises(ValueError, match=re.escape(
+            f"`{arg}` must hold signal names or numbers such as 'SIGTERM', got 'SIGNOPE'")):
+        spt.Preemption(**kwargs)
+
+
 # ------------------------------------------------------------ preemption
 PREEMPTED_SCRIPT = '''
 import os, signal, sys

@@ -34,8 +34,6 @@ from .preemption import PREEMPTED_EXIT_CODE, Preemption, TrainingPreempted, chec
 
 __all__ = ['Checkpointer', 'TrainingPreempted', 'PREEMPTED_EXIT_CODE']
 
-_check_signal = check_signal   # the classic private name
-
 
 class Checkpointer(LoopComponent):
     """Saves the loop's checkpoints when its save policies say so; the loop resumes from them.
@@ -196,7 +194,8 @@ class Checkpointer(LoopComponent):
         # the shortcuts this component runs itself (TrainLoop adds its own instead)
         self._inner: list[LoopComponent] = []
         if preemption_signals:
-            self._inner.append(Preemption(preemption_signals, checkpointer=self))
+            signals = [check_signal(sig, 'preemption_signals') for sig in preemption_signals]
+            self._inner.append(Preemption(signals, checkpointer=self))
         if export_best is not None:
             self._inner.append(ExportBest(export_best, checkpointer=self))
         self.restored_from: str | None = None   # the checkpoint resumed at enter, if any

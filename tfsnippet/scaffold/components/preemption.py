@@ -87,14 +87,14 @@ class Preemption(LoopComponent):
 
     def __init__(self, signals: Sequence[str | int] = ('SIGTERM',), checkpointer: Any = None,
                  requeue: bool | Sequence[str | int] = False):
-        self._signals = [check_signal(sig) for sig in signals]
+        self._signals = [check_signal(sig, 'signals') for sig in signals]
         if isinstance(requeue, bool):
             self._requeue = list(self._signals) if requeue else []
         elif isinstance(requeue, (str, int)) or not isinstance(requeue, Sequence):
             raise TypeError(f'`requeue` must be True, False or a sequence of signals, '
                             f'got {requeue!r}')
         else:
-            self._requeue = [check_signal(sig) for sig in requeue]
+            self._requeue = [check_signal(sig, 'requeue') for sig in requeue]
             strays = [signal.Signals(s).name for s in self._requeue if s not in self._signals]
             if strays:
                 raise ValueError(f'`requeue` must name signals among `signals` '
@@ -239,8 +239,9 @@ class Preemption(LoopComponent):
             raise TrainingPreempted(PREEMPTED_EXIT_CODE)
 
 
-def check_signal(sig: str | int) -> int:
-    """The number of signal `sig` (a name such as ``'SIGTERM'`` or a number).
+def check_signal(sig: str | int, arg_name: str = 'preemption_signals') -> int:
+    """The number of signal `sig` (a name such as ``'SIGTERM'`` or a number), an
+    item of the argument `arg_name`.
 
     Raises:
         ValueError: `sig` is no signal.
@@ -248,5 +249,5 @@ def check_signal(sig: str | int) -> int:
     try:
         return int(signal.Signals[sig] if isinstance(sig, str) else signal.Signals(sig))
     except (KeyError, ValueError):
-        raise ValueError(f'`preemption_signals` must hold signal names or numbers such as '
+        raise ValueError(f'`{arg_name}` must hold signal names or numbers such as '
                          f"'SIGTERM', got {sig!r}") from None
