@@ -91,14 +91,39 @@ class RunSink(Protocol):
         """The run ends: ``'completed'``, ``'failed'`` or ``'preempted'``."""
 
 
-class _RunSinkAdapter:
+class _EpochBuffer:
+    """What a sink that writes at :meth:`flush` keeps in between: the statistics of
+    each epoch (scope ``'epoch'``; others are not kept) and the best values."""
+
+    def __init__(self) -> None:
+        self._epochs: list[tuple[int, int, Mapping[str, Mapping[str, Any]]]] = []
+        self._best: dict[str, float] = {}
+
+    def write_stats(self, scope: str, step: int, epoch: int,
+                    stats: Mapping[str, Mapping[str, Any]]) -> None:
+        """Keep the statistics of an epoch, written at the next flush."""
+        if scope == 'epoch':
+            self._epochs.append((step, epoch, stats))
+
+    def write_best(self, values: Mapping[str, float], step: int) -> None:
+        """Keep the best values, written at the next flush."""
+        self._best.update(values)
+
+    def _take(self) -> tuple[list[tuple[int, int, Mapping[str, Mapping[str, Any]]]],
+                             dict[str, float]]:
+        """The kept epochs and best values, forgotten here."""
+        epochs, best = self._epochs, self._best
+        self._epochs, self._best = [], {}
+        return epochs, best
+
+
+class _RunSinkAdapter(_EpochBuffer):
     """A :class:`RunSink` seen as a MetricSink: the epochs and best values of a
     flush are handed over at :meth:`flush`, the way the sink takes them."""
 
     def __init__(self, sink: Any) -> None:
+        super().__init__()
         self.sink = sink
-        self._epochs: list[tuple[int, int, Mapping[str, Mapping[str, Any]]]] = []
-        self._best: dict[str, float] = {}
 
     def _call(self, method: str, *args: Any) -> None:
         try:
@@ -111,20 +136,11 @@ class _RunSinkAdapter:
               info: Mapping[str, Any]) -> None:
         self._call('start', run_id, name, config, info)
 
-    def write_stats(self, scope: str, step: int, epoch: int,
-                    stats: Mapping[str, Mapping[str, Any]]) -> None:
-        if scope == 'epoch':
-            self._epochs.append((step, epoch, stats))
-
-    def write_best(self, values: Mapping[str, float], step: int) -> None:
-        self._best.update(values)
-
     def write_results(self, values: Mapping[str, float]) -> None:
         self._call('log_results', dict(values))
 
     def flush(self) -> None:
-        epochs, best = self._epochs, self._best
-        self._epochs, self._best = [], {}
+        epochs, best = self._take()
         if callable(getattr(self.sink, 'log_epochs', None)):   # the whole flush at once
             if epochs or best:
                 self._call('log_epochs', [(step, epoch, _means(stats))
@@ -159,7 +175,7 @@ def as_metric_sink(sink: Any) -> Any:
     return _RunSinkAdapter(sink)
 
 
-class StoreSink:
+class StoreSink(_EpochBuffer):
     """The built-in sink: one run in a :class:`~tfsnippet.ResultsStore` (SQLite).
 
     A :class:`~tfsnippet.scaffold.metrics.sinks.MetricSink`: it keeps the
@@ -177,10 +193,9 @@ class StoreSink:
     def __init__(self, store: ResultsStore) -> None:
         if not isinstance(store, ResultsStore):
             raise TypeError(f'`store` must be a ResultsStore, got {store!r}')
+        super().__init__()
         self._store = store
         self._run_id: str | None = None
-        self._epochs: list[tuple[int, int, Mapping[str, Any]]] = []
-        self._best: dict[str, float] = {}
 
     @property
     def store(self) -> ResultsStore:
@@ -206,25 +221,14 @@ class StoreSink:
         self._run_id = run_id
 
     # ------------------------------------------------------------ the MetricSink
-    def write_stats(self, scope: str, step: int, epoch: int,
-                    stats: Mapping[str, Mapping[str, Any]]) -> None:
-        """Keep the statistics of an epoch (scope ``'epoch'``; others are not stored)."""
-        if scope == 'epoch':
-            self._epochs.append((step, epoch, stats))
-
-    def write_best(self, values: Mapping[str, float], step: int) -> None:
-        """Keep the best values, written at the next :meth:`flush`."""
-        self._best.update(values)
-
     def write_results(self, values: Mapping[str, float]) -> None:
         """Write final results now."""
         self._store.update_results(self._id(), values)
 
     def flush(self) -> None:
         """Write the kept epochs and best values in one transaction."""
-        epochs, best = self._epochs, self._best
+        epochs, best = self._take()
         if epochs or best:
-            self._epochs, self._best = [], {}
             self.write(epochs, best)
 
     def close(self, status: str) -> None:
