@@ -119,6 +119,22 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 # ------------------------------------------------------------------ fixtures
+@pytest.fixture(scope='session')
+def s3_server():
+    """A moto S3 server on 127.0.0.1 for the whole session (`tests.helpers.s3`);
+    S3 clients of this process and its children are pointed at it."""
+    from tests.helpers.s3 import MotoServer
+    server = MotoServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server):
+    """The ``s3://`` URL of a fresh, empty bucket on the session's moto server."""
+    return s3_server.new_bucket()
+
+
 @pytest.fixture
 def fake_clock():
     return FakeClock()
