@@ -9,6 +9,9 @@ Scripts in this directory put it on ``sys.path`` themselves and import it as
   in turn (baseline, candidate, baseline, candidate, ...) so that a change of
   the machine's load hits them alike, and keep each one's wall and CPU times
   as :class:`Samples` (with :attr:`Samples.best` and :attr:`Samples.median`);
+* :func:`paired_ratio`: the per-round ratios of two contestants, their
+  median and quartiles (:class:`PairedRatio`), and whether a target is met
+  by all of the interquartile range, by none of it, or is unclear;
 * :class:`Row`, one line of the combined table of ``run_all.py``, which the
   scripts hand over as JSON with :func:`write_rows` and :func:`read_rows`;
 * :func:`format_table`, the one way a table is printed.
@@ -39,7 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ['cpu_model', 'core_count', 'load_average', 'describe_machine', 'Stopwatch',
-           'Samples', 'Run', 'whole_call', 'time_alternating', 'Row', 'write_rows',
+           'Samples', 'Run', 'whole_call', 'time_alternating', 'PairedRatio', 'paired_ratio',
+           'Row', 'write_rows',
            'read_rows', 'met_text', 'format_table']
 
 
@@ -182,12 +186,16 @@ def whole_call(fn: Callable[[], Any]) -> Run:
 
 def time_alternating(runs: Mapping[str, Run], repeats: int, *,
                      cpu_clock: Callable[[], float] = time.process_time,
-                     collect_garbage: bool = True) -> dict[str, Samples]:
+                     collect_garbage: bool = True, mirror: bool = False) -> dict[str, Samples]:
     """Run the contestants in turn, `repeats` rounds, and time each run.
 
     With ``{'bare': a, 'loop': b}`` the order is a, b, a, b, ...: a change
-    of the machine's load during the measurement hits both alike.  One
-    contestant alone is simply timed `repeats` times.
+    of the machine's load during the measurement hits both alike.  With
+    ``mirror=True`` every other round runs in reverse order (a, b, b, a,
+    a, b, ...), so that neither contestant always runs first, right after
+    the other's garbage or with its caches warm; a steady drift of the load
+    then cancels out of the ratio of a round pair.  One contestant alone is
+    simply timed `repeats` times.
 
     Args:
         runs: ``{name: run}``, in the order of each round; each run gets a
@@ -196,6 +204,7 @@ def time_alternating(runs: Mapping[str, Run], repeats: int, *,
         cpu_clock: The CPU clock of the stopwatches.
         collect_garbage: Call ``gc.collect()`` before each run, so that no
             run pays for the garbage of the one before.
+        mirror: Reverse the order of every other round.
 
     Returns:
         ``{name: Samples}`` in seconds per run.
@@ -208,8 +217,9 @@ def time_alternating(runs: Mapping[str, Run], repeats: int, *,
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f'`repeats` must be a positive int, got {repeats!r}')
     out = {name: Samples() for name in runs}
-    for _ in range(repeats):
-        for name, run in runs.items():
+    order = list(runs.items())
+    for round_ in range(repeats):
+        for name, run in (order[::-1] if mirror and round_ % 2 else order):
             if collect_garbage:
                 gc.collect()
             watch = Stopwatch(cpu_clock)
@@ -217,6 +227,86 @@ def time_alternating(runs: Mapping[str, Run], repeats: int, *,
             out[name].wall.append(watch.wall)
             out[name].cpu.append(watch.cpu)
     return out
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """How a candidate compares with a baseline over rounds of alternating runs.
+
+    Each round gives one ratio, candidate time / baseline time (or, with
+    ``higher_is_better``, baseline time / candidate time, a ratio of speeds),
+    taken from runs made side by side, so a change of the machine's load
+    between rounds cancels out of it.  The median of these ratios is the
+    figure; their quartiles say how steady it is, and whether a target is
+    decided: met when the whole interquartile range meets it, missed when
+    none of it does, unclear otherwise.
+
+    Attributes:
+        ratios: One ratio per round, in run order.
+        best: The ratio of the best (shortest) runs of each contestant.
+    """
+
+    ratios: tuple[float, ...]
+    best: float
+
+    @property
+    def median(self) -> float:
+        """The median of the per-round ratios."""
+        return statistics.median(self.ratios)
+
+    @property
+    def quartiles(self) -> tuple[float, float]:
+        """The first and third quartiles of the per-round ratios."""
+        if len(self.ratios) < 2:
+            return self.ratios[0], self.ratios[0]
+        q = statistics.quantiles(self.ratios, n=4, method='inclusive')
+        return q[0], q[2]
+
+    @property
+    def spread(self) -> float:
+        """The interquartile range relative to the median (0.01 is 1%)."""
+        low, high = self.quartiles
+        return (high - low) / self.median
+
+    def decide(self, at_least: float | None = None, at_most: float | None = None) -> str:
+        """``'yes'``, ``'no'`` or ``'unclear'``: whether the target (a bound on the
+        ratio) is met by all, none, or part of the interquartile range."""
+        if (at_least is None) == (at_most is None):
+            raise ValueError(f'give exactly one of `at_least` and `at_most`, got '
+                             f'{at_least!r} and {at_most!r}')
+        low, high = self.quartiles
+        if at_least is not None:
+            return 'yes' if low >= at_least else ('no' if high < at_least else 'unclear')
+        assert at_most is not None
+        return 'yes' if high <= at_most else ('no' if low > at_most else 'unclear')
+
+    def text(self) -> str:
+        """``median [q1, q3] best B``, for a table cell."""
+        low, high = self.quartiles
+        return f'{self.median:.3f} [{low:.3f}, {high:.3f}] best {self.best:.3f}'
+
+
+def paired_ratio(baseline: Samples, candidate: Samples, *,
+                 higher_is_better: bool = False) -> PairedRatio:
+    """The :class:`PairedRatio` of two contestants timed by one :func:`time_alternating`.
+
+    Args:
+        baseline: The baseline's wall times, one per round.
+        candidate: The candidate's, of the same rounds.
+        higher_is_better: Compare speeds (baseline time / candidate time)
+            rather than times (candidate / baseline).
+
+    Raises:
+        ValueError: The two hold different numbers of rounds, or none.
+    """
+    if len(baseline.wall) != len(candidate.wall) or not baseline.wall:
+        raise ValueError(f'`baseline` and `candidate` must hold the same rounds, got '
+                         f'{len(baseline.wall)} and {len(candidate.wall)} runs')
+    if higher_is_better:
+        ratios = tuple(b / c for b, c in zip(baseline.wall, candidate.wall))
+        return PairedRatio(ratios, baseline.best / candidate.best)
+    ratios = tuple(c / b for b, c in zip(baseline.wall, candidate.wall))
+    return PairedRatio(ratios, candidate.best / baseline.best)
 
 
 # ---------------------------------------------------------------- result rows

@@ -189,6 +189,49 @@ def test_time_alternating_runs_the_contestants_in_turn(bench):
         assert s.cpu == [1, 1, 1]   # one tick between entering and leaving the stopwatch
 
 
+def test_mirrored_rounds_reverse_every_other_round(bench):
+    calls = []
+
+    def contestant(name):
+        def run(watch):
+            with watch:
+                calls.append(name)
+        return run
+
+    samples = bench.time_alternating({'a': contestant('a'), 'b': contestant('b')}, repeats=3,
+                                     mirror=True)
+    assert calls == ['a', 'b', 'b', 'a', 'a', 'b']
+    assert len(samples['a'].wall) == len(samples['b'].wall) == 3
+
+
+def test_paired_ratio_is_the_median_of_per_round_ratios(bench):
+    base = bench.Samples(wall=[1., 2., 4., 1., 2.], cpu=[0.] * 5)
+    cand = bench.Samples(wall=[1.1, 2.2, 4.4, 0.9, 2.4], cpu=[0.] * 5)
+    times = bench.paired_ratio(base, cand)
+    assert times.ratios == pytest.approx((1.1, 1.1, 1.1, 0.9, 1.2))
+    assert times.median == pytest.approx(1.1)
+    assert times.quartiles == pytest.approx((1.1, 1.1))
+    assert times.best == pytest.approx(0.9)          # 0.9 / 1.0, the best runs
+    assert times.decide(at_most=1.15) == 'yes' and times.decide(at_most=1.05) == 'no'
+    speeds = bench.paired_ratio(base, cand, higher_is_better=True)
+    assert speeds.median == pytest.approx(1 / 1.1)
+    assert speeds.text().startswith('0.909 [0.909, 0.909] best 1.111')
+
+
+def test_paired_ratio_is_unclear_when_the_spread_straddles_the_target(bench):
+    base = bench.Samples(wall=[1.] * 4, cpu=[0.] * 4)
+    cand = bench.Samples(wall=[0.95, 1.0, 1.05, 1.1], cpu=[0.] * 4)
+    paired = bench.paired_ratio(base, cand)
+    low, high = paired.quartiles
+    assert low < 1.02 < high
+    assert paired.decide(at_most=1.02) == 'unclear'
+    assert paired.spread == pytest.approx((high - low) / paired.median)
+    with pytest.raises(ValueError, match='same rounds, got 4 and 3 runs'):
+        bench.paired_ratio(base, bench.Samples(wall=[1.] * 3, cpu=[0.] * 3))
+    with pytest.raises(ValueError, match='exactly one of `at_least` and `at_most`'):
+        paired.decide()
+
+
 def test_only_the_with_block_is_timed_and_entries_add_up(bench):
     clock = counting_clock()
 

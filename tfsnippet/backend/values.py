@@ -193,6 +193,19 @@ def per_replica_error(name: str, value: Any, in_loop: bool = False) -> TypeError
                      f'logs are printed, or {fix}')
 
 
+# dtype -> whether a metric may have it; filled as dtypes are met (the DType
+# properties cost a microsecond each, and this check runs every step)
+_NUMERIC_DTYPES: dict[Any, bool] = {}
+
+
+def _is_numeric_dtype(dtype: Any) -> bool:
+    numeric = _NUMERIC_DTYPES.get(dtype)
+    if numeric is None:
+        numeric = _NUMERIC_DTYPES[dtype] = bool(
+            dtype.is_floating or dtype.is_integer or dtype.is_bool)
+    return numeric
+
+
 def check_replica_parts(name: str, parts: tuple[Any, ...]) -> None:
     """Check that the replicas' values of metric `name` are numeric, eager and of one shape."""
     shape = None
@@ -210,10 +223,10 @@ def check_replica_parts(name: str, parts: tuple[Any, ...]) -> None:
                     f'{short_repr(part)}: return it from the `tf.function` and collect the '
                     f'result outside')
             dtype = part.dtype
-            if not (dtype.is_floating or dtype.is_integer or dtype.is_bool):
+            if not _is_numeric_dtype(dtype):
                 raise TypeError(f'Metric `{name}` must be numeric, got a per-replica value '
                                 f'of {dtype.name}: {short_repr(part)}')
-            part_shape = tuple(part.shape)
+            part_shape = part.shape   # a TensorShape: compared with == below
         else:
             if isinstance(part, (str, bytes)) or np.asarray(part).dtype.kind not in 'biuf':
                 raise TypeError(f'Metric `{name}` must be numeric, got {short_repr(part)}')
