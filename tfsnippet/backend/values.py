@@ -120,7 +120,7 @@ def to_host_values(values: Sequence[Any]) -> np.ndarray:
         if type(v) is ReplicaValue:
             parts = v.parts
             if all(isinstance(p, tf.Tensor) for p in parts):
-                key = tuple((p.device, p.dtype, tuple(p.shape)) for p in parts)
+                key = tuple((p.device, p.dtype, p.shape) for p in parts)
                 groups.setdefault(key, []).append(i)
             else:
                 results[i] = v.host_value()
@@ -140,9 +140,13 @@ def to_host_values(values: Sequence[Any]) -> np.ndarray:
                 stacked = tf.stack([values[i].parts[r] for i in indices])
             replicas.append(np.asarray(stacked.numpy(), dtype=np.float64))
         sums = np.sum(replicas, axis=0)
+        scale = np.array([values[i].factor / len(key) if values[i].mean else values[i].factor
+                          for i in indices])
+        scaled = sums * scale.reshape((-1,) + (1,) * (sums.ndim - 1))
+        if len(indices) == len(values):   # the usual case: one metric, one group
+            return scaled.reshape(-1)
         for j, i in enumerate(indices):
-            v = values[i]
-            results[i] = sums[j] * (v.factor / len(key) if v.mean else v.factor)
+            results[i] = scaled[j]
     if remote:
         by_coordinator: dict[int, list[int]] = {}
         for i in remote:
