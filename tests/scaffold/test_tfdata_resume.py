@@ -198,3 +198,115 @@ def test_a_failed_save_leaves_the_previous_checkpoint_and_no_staged_files(tmp_pa
     rest = run(tmp_path, lines, checkpoint_step_freq=1)
     assert lines[0].startswith('Resume training: epoch 1, step 2, ')
     assert first[:2] + rest == run(tmp_path / 'reference', checkpoint_step_freq=1)
+
+
+# --------------------------------------------------------------- killed processes
+KILLED_SCRIPT = r'''
+import argparse
+import os
+import signal
+import sys
+
+parser = argparse.ArgumentParser()
+parser.add_argument('checkpoint_dir')
+parser.add_argument('output')
+parser.add_argument('--pause', type=int, default=0)
+parser.add_argument('--kill-at-staged', type=int, default=0)
+args = parser.parse_args()
+
+import tensorflow as tf
+
+import tfsnippet as spt
+
+if args.kill_at_staged:
+    # die when the K-th save moves the staged iterator files into its checkpoint
+    rename, moves = os.rename, []
+
+    def rename_or_die(src, dst, *more, **kwargs):
+        if os.path.basename(str(src)).startswith('.tmp-loop-'):
+            moves.append(src)
+            if len(moves) == args.kill_at_staged:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return rename(src, dst, *more, **kwargs)
+
+    os.rename = rename_or_die
+
+
+def say(line):
+    print(line, flush=True)
+
+
+dataset = tf.data.Dataset.range(20).shuffle(20, seed=3, reshuffle_each_iteration=True).batch(4)
+loop = spt.TrainLoop(max_epoch=3, checkpoint_dir=args.checkpoint_dir, checkpoint_step_freq=1,
+                     print_func=say, show_eta=False)
+
+
+def after_step(lp):   # registered first: runs after the checkpoint of the step
+    if lp.step == args.pause:
+        say('PAUSED')
+        sys.stdin.readline()
+
+
+loop.events.on(spt.EventKeys.AFTER_STEP, after_step)
+with loop:
+    for epoch in loop.iter_epochs():
+        for step, batch in loop.iter_steps(dataset):
+            say(f'IDS {step} {batch.numpy().tolist()}')
+say('FINISHED')
+'''
+
+
+def ids_of(lines):
+    return {int(line.split()[1]): line.split(' ', 2)[2] for line in lines
+            if line.startswith('IDS ')}
+
+
+@pytest.fixture(scope='module')
+def killed_script(tmp_path_factory):
+    path = tmp_path_factory.mktemp('tfdata-script') / 'train.py'
+    path.write_text(KILLED_SCRIPT)
+    return str(path)
+
+
+@pytest.fixture(scope='module')
+def killed_reference(killed_script, tmp_path_factory):
+    from tests.test_crash_resume import Job
+    job = Job(killed_script, tmp_path_factory.mktemp('tfdata-reference'), 'reference')
+    assert job.finish() == 0, job.stderr()
+    ids = ids_of(job.lines)
+    assert sorted(ids) == list(range(1, 16))
+    return ids
+
+
+def test_a_killed_process_resumes_the_same_batches(killed_script, killed_reference, tmp_path):
+    from tests.test_crash_resume import Job
+    job = Job(killed_script, tmp_path, 'killed', '--pause', 8, pause=True)
+    job.read_until('PAUSED')
+    assert job.kill() == -9, job.stderr()
+    before = ids_of(job.lines)
+    assert sorted(before) == list(range(1, 9))
+    resumed = Job(killed_script, tmp_path, 'resumed')
+    assert resumed.finish() == 0, resumed.stderr()
+    assert resumed.lines[0].startswith('Resume training: epoch 2, step 8, ')
+    after = ids_of(resumed.lines)
+    assert sorted(after) == list(range(9, 16))
+    assert {**before, **after} == killed_reference
+
+
+def test_a_process_killed_while_saving_the_iterator_resumes_the_save_before(
+        killed_script, killed_reference, tmp_path):
+    from tests.test_crash_resume import Job
+    job = Job(killed_script, tmp_path, 'killed', '--kill-at-staged', 5)
+    assert job.finish() == -9, job.stderr()
+    assert sorted(ids_of(job.lines)) == list(range(1, 6))
+    entries = os.listdir(tmp_path / 'ckpt' / 'checkpoint')
+    assert sorted(n for n in entries if n.startswith('checkpoint.dat-')) == \
+        [f'checkpoint.dat-{s}' for s in range(1, 5)]
+    assert any(n.startswith('.tmp-loop-') for n in entries)   # what the killed save left
+    resumed = Job(killed_script, tmp_path, 'resumed')
+    assert resumed.finish() == 0, resumed.stderr()
+    assert resumed.lines[0].startswith('Resume training: epoch 1, step 4, ')
+    after = ids_of(resumed.lines)
+    assert sorted(after) == list(range(5, 16))
+    assert after == {s: killed_reference[s] for s in range(5, 16)}
+    assert not [n for n in os.listdir(tmp_path / 'ckpt' / 'checkpoint') if n.startswith('.tmp-')]
