@@ -129,8 +129,8 @@ class LoopProgress:
     def open_data(self, data: Any, flows: list[Any],
                   notice: Callable[[str], Any] | None = None
                   ) -> tuple[Iterator[Any] | None, int | None]:
-        """Like :meth:`attach`, and for a ``tf.data.Dataset`` (eager mode) its
-        iterator too: ``(iterator or None, items to skip)``.
+        """Like :meth:`attach`, and for a ``tf.data.Dataset`` its iterator
+        too: ``(iterator or None, items to skip)``.
 
         The iterator of a Dataset is kept for the checkpoints (see
         :class:`~tfsnippet.scaffold.loop.tfdata.DatasetPositions`) and, when the
@@ -138,7 +138,7 @@ class LoopProgress:
         (nothing to skip).  For other data the iterator is ``None``: the caller
         makes it.
         """
-        if isinstance(data, tf.data.Dataset) and tf.executing_eagerly():
+        if isinstance(data, tf.data.Dataset):
             skip, self.resume_epoch_steps = self.resume_epoch_steps, None
             self.epoch_batches = None
             return self.datasets.open(data, self.epoch, skip, notice)

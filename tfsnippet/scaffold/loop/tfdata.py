@@ -18,6 +18,17 @@ epoch is shuffled as the uninterrupted run's (``reshuffle_each_iteration``).
 A pipeline TensorFlow cannot save (a Python generator source,
 ``from_generator`` or ``py_function``) is reported once; resuming it
 re-reads its epoch and skips the batches done.
+
+**Graph mode** (``tf.compat.v1`` sessions): a Dataset given to
+``iter_steps`` is read through an initializable iterator built once, the
+first time (its next-element op and a ``tf.compat.v1.train.Saver`` of its
+state are added to the graph then, so the graph must not be finalized
+yet); each epoch runs its initializer and each step fetches one batch with
+the default session, as numpy values to feed.  TensorFlow saves such an
+iterator's state like a variable, so a resume is exact there too.  An
+initializable iterator starts its shuffle seeds afresh each time it is
+initialized: in graph mode every epoch is shuffled the same way (TF's
+behaviour, with or without a resume).
 """
 
 from __future__ import annotations
@@ -28,6 +39,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import tensorflow as tf
+
+from ...tfops.session import get_default_session_or_error
 
 __all__ = ['DatasetPositions']
 
@@ -40,6 +53,47 @@ class _Slot:
     iterator: Iterator[Any]
     epoch: int
     saveable: bool = True
+    reader: _GraphReader | None = None   # graph mode
+
+
+class _GraphReader:
+    """A Dataset read in a TF1 graph: an initializable iterator, its next-element
+    op and a Saver of its state, built once (nothing is added to the graph later)."""
+
+    def __init__(self, dataset: Any):
+        v1 = tf.compat.v1
+        if v1.get_default_graph().finalized:
+            raise RuntimeError(
+                'A `tf.data.Dataset` given to `iter_steps()` in graph mode is read through '
+                'an iterator whose ops are added to the graph the first time, but the graph '
+                'is finalized: call `iter_steps()` with it before finalizing the graph, or '
+                'iterate it with your own ops')
+        self.iterator = v1.data.make_initializable_iterator(dataset)
+        self.next = self.iterator.get_next()
+        self.saver = v1.train.Saver({'iterator': self.iterator}, max_to_keep=None,
+                                    save_relative_paths=True)
+        self.session: Any = None
+
+    def start(self) -> None:
+        """Begin an epoch in the default session."""
+        self.session = get_default_session_or_error()
+        self.session.run(self.iterator.initializer)
+
+    def batches(self) -> Iterator[Any]:
+        """The batches of the epoch begun, as numpy values."""
+        run, fetch = self.session.run, self.next
+        while True:
+            try:
+                batch = run(fetch)
+            except tf.errors.OutOfRangeError:
+                return
+            yield batch
+
+    def save(self, prefix: str) -> None:
+        self.saver.save(self.session, prefix, write_meta_graph=False, write_state=False)
+
+    def restore(self, prefix: str) -> None:
+        self.saver.restore(self.session, prefix)
 
 
 def _size_of(prefix: str) -> int:
@@ -78,6 +132,7 @@ class DatasetPositions:
         self._written: dict[int, str] = {}
         self._reported: set[str] = set()
         self._notice: Callable[[str], Any] | None = None
+        self._readers: dict[int, tuple[Any, _GraphReader]] = {}
 
     # ---------------------------------------------------------------- per epoch
     def begin_epoch(self) -> None:
@@ -101,16 +156,27 @@ class DatasetPositions:
             self._saved[index] = None
         old = self._slots[index] if index < len(self._slots) else None
         saveable = old.saveable if old is not None and old.dataset is data else True
-        iterator = iter(data)
+        reader = None
+        if tf.executing_eagerly():
+            iterator = iter(data)
+        else:
+            reader = self._reader(data)
+            reader.start()
+            iterator = reader.batches()
         why = 'the checkpoint holds no state of its iterator'
-        if isinstance(saved, Mapping) and saved.get('file'):
-            continuing = skip is not None and saved.get('epoch') == epoch
+        continuing = skip is not None and isinstance(saved, Mapping) and \
+            saved.get('epoch') == epoch
+        # graph mode: each initialization starts the seeds afresh, nothing to carry over
+        if isinstance(saved, Mapping) and saved.get('file') and (continuing or reader is None):
             try:
-                self._read(iterator, str(saved['file']))
+                self._read(reader or iterator, str(saved['file']))
             except (tf.errors.OpError, ValueError, AssertionError, OSError) as e:
                 why = (f'its iterator could not be put back ({type(e).__name__}: '
                        f'{str(e).strip().splitlines()[0] if str(e).strip() else e})')
-                iterator = iter(data)
+                if reader is not None:
+                    reader.start()
+                else:
+                    iterator = iter(data)
             else:
                 if continuing:
                     skip = None            # back at its exact position
@@ -122,20 +188,29 @@ class DatasetPositions:
             why = 'its iterator could not be saved'
         while len(self._slots) <= index:
             self._slots.append(None)
-        self._slots[index] = _Slot(data, iterator, epoch, saveable)
+        self._slots[index] = _Slot(data, iterator, epoch, saveable, reader)
         if skip and notice is not None:
             notice(f'Resuming epoch {epoch} of a `tf.data.Dataset` after {skip} steps: {why}, '
                    f'so its first {skip} batches are skipped, and if it shuffles, the rest of '
                    f'this epoch differs from the interrupted one')
         return iterator, skip
 
-    def _read(self, iterator: Iterator[Any], name: str) -> None:
+    def _reader(self, data: Any) -> _GraphReader:
+        known = self._readers.get(id(data))
+        if known is None or known[0] is not data:
+            known = self._readers[id(data)] = (data, _GraphReader(data))
+        return known[1]
+
+    def _read(self, iterator: Any, name: str) -> None:
         if self._files_dir is None:
             raise OSError('no checkpoint folder to read it from')
         prefix = os.path.join(self._files_dir, os.path.basename(name))
         if not os.path.isfile(prefix + '.index'):
             raise OSError(f'{prefix}.index is missing')
-        tf.train.Checkpoint(iterator=iterator).read(prefix).assert_consumed()
+        if isinstance(iterator, _GraphReader):
+            iterator.restore(prefix)
+        else:
+            tf.train.Checkpoint(iterator=iterator).read(prefix).assert_consumed()
 
     # ---------------------------------------------------------------- save
     def writer(self) -> Callable[[str], bool] | None:
@@ -153,7 +228,10 @@ class DatasetPositions:
                 continue
             prefix = os.path.join(directory, self.FILE.format(index=index))
             try:
-                tf.train.Checkpoint(iterator=slot.iterator).write(prefix)
+                if slot.reader is not None:
+                    slot.reader.save(prefix)
+                else:
+                    tf.train.Checkpoint(iterator=slot.iterator).write(prefix)
             except tf.errors.OpError as e:
                 slot.saveable = False
                 for name in os.listdir(directory):
