@@ -251,10 +251,11 @@ class DatasetPositions:
             if size > self.large_bytes:
                 self._report('large', f'The state of the `tf.data` iterator of `iter_steps()` '
                              f'takes {_mib(size)} in each checkpoint (a shuffle or prefetch '
-                             f'buffer holds its elements): set '
+                             f'buffer holds its elements): shuffle with a smaller buffer (a '
+                             f'shuffle buffer is saved whole), and set '
                              f'`tf.data.Options().experimental_symbolic_checkpoint = True` '
-                             f'(`dataset.with_options(...)`), shuffle with a smaller buffer, '
-                             f'or shuffle small elements (indices) and look the rows up after')
+                             f'(`dataset.with_options(...)`) so that prefetch, map and batch '
+                             f'buffers are not saved')
         return bool(self._written)
 
     def _report(self, kind: str, message: str) -> None:
