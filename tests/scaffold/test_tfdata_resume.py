@@ -310,3 +310,23 @@ def test_a_process_killed_while_saving_the_iterator_resumes_the_save_before(
     assert sorted(after) == list(range(5, 16))
     assert after == {s: killed_reference[s] for s in range(5, 16)}
     assert not [n for n in os.listdir(tmp_path / 'ckpt' / 'checkpoint') if n.startswith('.tmp-')]
+
+
+def test_the_iterator_is_written_at_checkpoints_only_and_named_by_the_state(
+        tmp_path, monkeypatch):
+    from tfsnippet.scaffold.checkpoint import state_format
+    from tfsnippet.scaffold.checkpoint.saver import LOOP_STATE_KEY
+
+    writes = []
+    write = tf.train.Checkpoint.write
+
+    def counted(self, *args, **kwargs):
+        writes.append(args[0] if args else kwargs.get('file_prefix'))
+        return write(self, *args, **kwargs)
+
+    monkeypatch.setattr(tf.train.Checkpoint, 'write', counted)
+    run(tmp_path, checkpoint_epoch_freq=1)       # 15 steps, one save per epoch
+    assert len(writes) == MAX_EPOCH
+    state = state_format.read_state(checkpoint_path(tmp_path, MAX_EPOCH * STEPS))
+    assert state['objects'][LOOP_STATE_KEY]['loop']['datasets'] == [
+        {'epoch': MAX_EPOCH, 'file': 'iterator-0', 'unsaveable': False}]
