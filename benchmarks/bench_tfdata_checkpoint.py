@@ -1,4 +1,4 @@
-"""Benchmark: what a ``tf.data`` iterator adds to a checkpoint, with and without symbolic checkpoints.
+"""Benchmark: what a ``tf.data`` iterator adds to a checkpoint, symbolic checkpoints off and on.
 
 A loop given a ``tf.data.Dataset`` saves its iterator's state in each
 checkpoint (``loop/iterator-0.*``, see :mod:`tfsnippet.scaffold.loop.tfdata`).
