@@ -11,8 +11,8 @@ backend is chosen and before any component's ``on_restore``/``on_enter``:
    chief's checkpoint (one broadcast and one ``agree_any``, the same two
    collectives on every worker, checkpoint or not);
 4. the loop's own state is loaded (counters, validation monitor, stop
-   reason, where each DataFlow is), and each component receives its state
-   under its ``state_key``;
+   reason, where each DataFlow is, where the ``tf.data`` iterators' saved
+   states are), and each component receives its state under its ``state_key``;
 5. the source is told where the run resumed (``restored_from``, the pins
    of the best checkpoints), and the loop says ``Resume training: ...``.
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .saver import LOOP_STATE_KEY
+from .saver import LOOP_STATE_KEY, loop_files_dir
 
 __all__ = ['restore_loop']
 
@@ -72,9 +72,11 @@ def restore_loop(loop: Any) -> str | None:
                            f'checkpoint: {restored[0]}')
         loop_state = saved['loop']
     _agree(loop, None if loop_state is None else int(loop_state['step']), source)
+    path = None if restored is None else restored[0]
     if loop_state is not None:
         loop.load_state_dict(loop_state)
-    path = None if restored is None else restored[0]
+        if path is not None:   # where the tf.data iterators' states are
+            loop.progress.datasets.use_files(loop_files_dir(path))
     source.restored(loop, path)
     if path is not None:
         loop.println(f'Resume training: epoch {loop.epoch}, step {loop.step}, '

@@ -8,7 +8,11 @@ A checkpoint is a directory ``<save_dir>/<filename>-<step>/`` holding
 * ``state.npz``: the Python state of the loop and of the registered
   objects, as data only (JSON and numpy arrays, see :mod:`.state_format`):
   reading it runs no code.  Checkpoints of earlier versions hold a pickled
-  ``state.pkl`` instead, read only when trusted.
+  ``state.pkl`` instead, read only when trusted;
+* ``loop/`` (only when the loop has such files): files the loop writes
+  itself, in TensorFlow's checkpoint format, e.g. the state of the
+  ``tf.data`` iterators of its step loops (see
+  :mod:`tfsnippet.scaffold.loop.tfdata`), named by the loop's state.
 
 Where the directories go, the index ``checkpoint_index.json`` that lists
 them oldest first, retention and the crash-safe, durable way they are
@@ -20,6 +24,8 @@ newest complete checkpoint for the next start.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -35,7 +41,7 @@ from . import state_format
 from .sources import VARS_PREFIX, BundleSource, tfsnippet_variables
 from .io import AsyncCheckpointWriter, AsyncSaveStats, HostBuffers, freeze_state, write_bundle
 from .state_format import CheckpointError, UntrustedCheckpointError
-from .store import CheckpointStore, check_step
+from .store import TMP_PREFIX, CheckpointStore, check_step
 
 __all__ = ['CheckpointSavableObject', 'CheckpointSaver', 'CheckpointError', 'LOOP_STATE_KEY']
 
@@ -43,6 +49,8 @@ STATE_FILE = state_format.STATE_FILE
 #: Where the loop's state is in a checkpoint's objects: the key of the format
 #: read since 0.3 (kept so that every checkpoint written so far still resumes).
 LOOP_STATE_KEY = '$$train_loop'
+#: The folder of a checkpoint that holds the files the loop writes itself.
+LOOP_FILES_DIR = 'loop'
 
 
 class CheckpointSavableObject:
@@ -146,6 +154,10 @@ class CheckpointSaver:
             picklable dict), saved beside the objects' states; :meth:`restore`
             returns it under :data:`LOOP_STATE_KEY` without applying it (the
             loop's restorer does).
+        loop_files: A callable returning ``None`` (nothing to write) or a
+            function that writes the loop's own files into a folder; called
+            at each save before `loop_state` (so that the state can name what
+            was written), the files go to the checkpoint's ``loop/`` folder.
         keep: Keep policies for the store (see :mod:`~.policies`).
         asynchronous: Write in the background (see :mod:`~.io`): :meth:`save`
             waits for the previous save still in flight (back-pressure),
@@ -185,13 +197,18 @@ class CheckpointSaver:
                  objects: Mapping[str, Any] | None = None, filename: str = 'checkpoint.dat',
                  max_to_keep: int | None = None, durable: bool = True,
                  asynchronous: bool = False, save_meta: bool = True, strict: bool = False,
-                 loop_state: Callable[[], Any] | None = None, keep: Any = None):
+                 loop_state: Callable[[], Any] | None = None, keep: Any = None,
+                 loop_files: Callable[[], Callable[[str], Any] | None] | None = None):
         asynchronous = check_bool(asynchronous, 'asynchronous')
         self._save_meta = check_bool(save_meta, 'save_meta')
         self._strict = check_bool(strict, 'strict')
         if loop_state is not None and not callable(loop_state):
             raise TypeError(f'`loop_state` must be a callable or None, got {loop_state!r}')
         self._loop_state = loop_state
+        if loop_files is not None and not callable(loop_files):
+            raise TypeError(f'`loop_files` must be a callable or None, got {loop_files!r}')
+        self._loop_files = loop_files
+        self._staging_ready = False
         self._variables = normalize_variables(variables, 'variables')
         self._objects = check_checkpoint_objects(objects, 'objects', allow_reserved=True)
         self._store = CheckpointStore(save_dir, filename=filename, max_to_keep=max_to_keep,
@@ -451,15 +468,44 @@ class CheckpointSaver:
         labels = dict(self._labels)
         if self._writer is not None:
             return self._save_async(step, var_dict, labels, session, self._writer, best)
-        # checked and encoded before any file is written: a state that is not plain
-        # data leaves nothing behind
-        state = self._encode_states(step, labels)
+        staged = self._stage_loop_files()
+        try:
+            # checked and encoded before any file is written: a state that is not
+            # plain data leaves nothing behind
+            state = self._encode_states(step, labels)
 
-        def write(directory: str) -> None:
-            self._write_variables(var_dict, os.path.join(directory, VARS_PREFIX), session)
-            state_format.write_state_file(directory, state)
+            def write(directory: str) -> None:
+                self._write_variables(var_dict, os.path.join(directory, VARS_PREFIX), session)
+                if staged is not None:
+                    os.rename(staged, os.path.join(directory, LOOP_FILES_DIR))
+                state_format.write_state_file(directory, state)
 
-        return self._store.save(step, write, best=best)
+            return self._store.save(step, write, best=best)
+        finally:
+            _remove_staged(staged)
+
+    def _stage_loop_files(self) -> str | None:
+        """Write the loop's files now into a temporary folder of `save_dir` (removed
+        by :meth:`remove_stale_temporaries` if the process dies); its path, or
+        ``None`` when the loop has none."""
+        write = self._loop_files() if self._loop_files is not None else None
+        if write is None:
+            return None
+        if not self._staging_ready:
+            # the store's first save cleans up its temporaries: before this one exists
+            self._store.recover()
+            self._staging_ready = True
+        os.makedirs(self.save_dir, exist_ok=True)
+        staged = tempfile.mkdtemp(prefix=f'{TMP_PREFIX}{LOOP_FILES_DIR}-', dir=self.save_dir)
+        try:
+            written = write(staged)
+        except BaseException:
+            _remove_staged(staged)
+            raise
+        if not written:
+            _remove_staged(staged)
+            return None
+        return staged
 
     def _states(self) -> dict[str, Any]:
         states = {key: obj.get_state() for key, obj in self._objects.items()
@@ -494,9 +540,14 @@ class CheckpointSaver:
                     best: Mapping[str, Any] | None) -> str:
         writer.reserve()            # back-pressure: the buffers are the previous save's
         start = time.perf_counter()
-        # encoded now: later changes of the objects must not reach this checkpoint (the
-        # arrays of host buffers, an early-stopping snapshot, are lent instead of copied)
-        state = freeze_state(self._encode_states(step, labels))
+        staged = self._stage_loop_files()   # now: the loop moves on meanwhile
+        try:
+            # encoded now: later changes of the objects must not reach this checkpoint (the
+            # arrays of host buffers, an early-stopping snapshot, are lent instead of copied)
+            state = freeze_state(self._encode_states(step, labels))
+        except BaseException:
+            _remove_staged(staged)
+            raise
         try:
             if self._graph_mode:     # the order a graph-mode `Saver` writes them in
                 var_dict = {key: var_dict[key] for key in sorted(var_dict)}
@@ -504,15 +555,22 @@ class CheckpointSaver:
             arrays = self._buffers.copy(var_dict, session)
         except BaseException:
             state.release()
+            _remove_staged(staged)
             raise
 
         def write(directory: str) -> None:
             if names:
                 write_bundle(os.path.join(directory, VARS_PREFIX), names, arrays)
+            if staged is not None:
+                os.rename(staged, os.path.join(directory, LOOP_FILES_DIR))
             state_format.write_state_file(directory, state.encoded)
 
+        def release() -> None:
+            state.release()
+            _remove_staged(staged)
+
         return writer.submit(step, write, copy_seconds=time.perf_counter() - start,
-                             best=best, release=state.release)
+                             best=best, release=release)
 
     def _encode_states(self, step: int, labels: dict[str, str]) -> state_format.EncodedState:
         """The objects' states taken now, checked to be plain data and encoded."""
@@ -671,3 +729,14 @@ class CheckpointSaver:
         if ignore_non_exist:
             return None
         raise FileNotFoundError(f'No checkpoint file is found in {self.save_dir!r}.')
+
+
+def _remove_staged(staged: str | None) -> None:
+    """Remove the loop's staged files if a save did not move them into its checkpoint."""
+    if staged is not None and os.path.isdir(staged):
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def loop_files_dir(path: str) -> str:
+    """The folder of the loop's own files in the checkpoint at `path`."""
+    return os.path.join(path, LOOP_FILES_DIR)

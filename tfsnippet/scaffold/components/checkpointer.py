@@ -466,7 +466,7 @@ class Checkpointer(LoopComponent):
         self._saver = CheckpointSaver(
             variables, os.path.join(self._dir, 'checkpoint'), objects=self._objects,
             keep=self._keep, asynchronous=self._async, loop_state=loop.state_dict,
-            strict=True)
+            loop_files=loop.progress.datasets.writer, strict=True)
         self._async_stats = self._saver.async_stats
         if loop.is_chief:   # the other workers only read
             self._saver.remove_stale_temporaries()

@@ -126,11 +126,12 @@ class LoopIteration:
                                'configured, so as to prevent an unstoppable step loop')
         if data is not None:
             data = self._loop.distribution.distribute_data(data)
-            skip = self.progress.attach(data, self.dataflows, self.metrics.notice)
-            try:
-                iterator = iter(data)
-            except TypeError as e:
-                raise TypeError(f'`data_generator` must be iterable, got {data!r}') from e
+            iterator, skip = self.progress.open_data(data, self.dataflows, self.metrics.notice)
+            if iterator is None:
+                try:
+                    iterator = iter(data)
+                except TypeError as e:
+                    raise TypeError(f'`data_generator` must be iterable, got {data!r}') from e
             if skip:   # not a resumable DataFlow: skip what the interrupted epoch consumed
                 iterator = itertools.islice(iterator, skip, None)
         return self._steps_generator(iterator, owns_iterator=iterator is not data)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +13,7 @@ from ...dataflows import DataFlow, ExtraInfoDataFlow
 from ...tfops.session import get_default_session_or_error
 from ...tfops.tf_vars import is_variable
 from ...utils.validation import check_positive_int
+from .tfdata import DatasetPositions
 
 __all__ = ['LoopProgress', 'check_limit']
 
@@ -51,6 +52,9 @@ class LoopProgress:
             by a resume, used by the next epoch).
         flow_states: The saved positions of the DataFlows given to
             ``iter_steps``, in order, waiting to be put back.
+        datasets: The iterators of the ``tf.data.Dataset``\\ s given to
+            ``iter_steps`` and their saved positions
+            (:class:`~tfsnippet.scaffold.loop.tfdata.DatasetPositions`).
     """
 
     epoch: int = 0
@@ -62,6 +66,7 @@ class LoopProgress:
     epoch_batches: int | None = None
     resume_epoch_steps: int | None = None
     flow_states: list[Any] = field(default_factory=list)
+    datasets: DatasetPositions = field(default_factory=DatasetPositions)
 
     #: The notice of an epoch whose step loop got no data.
     EMPTY_EPOCH = ('Epoch {epoch} got no step: the data given to `iter_steps()` is empty or '
@@ -86,6 +91,7 @@ class LoopProgress:
             self.epoch += 1
             self.epoch_first_step = self.step
         self.epoch_finished = False
+        self.datasets.begin_epoch()
 
     def end_epoch(self) -> None:
         """Mark the current epoch as finished and update `steps_per_epoch`."""
@@ -120,6 +126,24 @@ class LoopProgress:
                    f'this epoch differs from the interrupted one (a DataFlow resumes exactly)')
         return skip
 
+    def open_data(self, data: Any, flows: list[Any],
+                  notice: Callable[[str], Any] | None = None
+                  ) -> tuple[Iterator[Any] | None, int | None]:
+        """Like :meth:`attach`, and for a ``tf.data.Dataset`` its iterator
+        too: ``(iterator or None, items to skip)``.
+
+        The iterator of a Dataset is kept for the checkpoints (see
+        :class:`~tfsnippet.scaffold.loop.tfdata.DatasetPositions`) and, when the
+        epoch continues one a checkpoint saved it in, put back at its position
+        (nothing to skip).  For other data the iterator is ``None``: the caller
+        makes it.
+        """
+        if isinstance(data, tf.data.Dataset):
+            skip, self.resume_epoch_steps = self.resume_epoch_steps, None
+            self.epoch_batches = None
+            return self.datasets.open(data, self.epoch, skip, notice)
+        return None, self.attach(data, flows, notice)
+
     def fraction_done(self, max_epoch: int | None, max_step: int | None,
                       step_running: bool, epoch_running: bool) -> float | None:
         """The fraction of training done, in ``[0, 1]``, or ``None`` if unknown.
@@ -148,7 +172,8 @@ class LoopProgress:
         return {'epoch': self.epoch, 'step': self.step,
                 'steps_per_epoch': self.steps_per_epoch,
                 'epoch_steps': self.step - self.epoch_first_step if in_epoch else None,
-                'dataflows': [f.state_dict() if f.is_resumable else None for f in flows]}
+                'dataflows': [f.state_dict() if f.is_resumable else None for f in flows],
+                'datasets': self.datasets.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Put back a state from :meth:`state_dict`."""
@@ -159,6 +184,7 @@ class LoopProgress:
         epoch_steps = state.get('epoch_steps')
         self.resume_epoch_steps = None if epoch_steps is None else int(epoch_steps)
         self.flow_states = list(state.get('dataflows') or ())
+        self.datasets.load_state_dict(state.get('datasets'))
         self.epoch_finished = self.resume_epoch_steps is None
 
 
