@@ -119,6 +119,16 @@ def test_a_mid_epoch_position_resumes_the_same_rows_on_another_topology(saved_on
     assert rest == expected[per_epoch + 2:]
 
 
+def test_a_position_of_another_kind_of_generator_is_refused():
+    # a Generator's position (PCG64) given to a flow sharded with an int seed (RandomState)
+    saver = alone(random_state=np.random.default_rng(1))
+    next(iter(saver))
+    with pytest.raises(ValueError, match=re.escape(
+            "The saved position is of a flow shuffled by the 'PCG64' bit generator, this one "
+            "shuffles with 'MT19937': its order of rows would differ")):
+        shard_flow(alone(random_state=None), 2, 0, seed=1).load_state_dict(saver.state_dict())
+
+
 # ------------------------------------------------------------------ a strategy backend
 class WorkerBackend(spt.backend.DistributedBackend):
     """A strategy backend that says it is worker `index` of `workers` (one

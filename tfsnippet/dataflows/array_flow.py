@@ -249,6 +249,17 @@ class ArrayFlow(ExtraInfoDataFlow):
         if (state['start'] is None) != (self._rng is None):
             raise ValueError('The saved position is of a flow that was '
                              + ('not ' if state['start'] is None else '') + 'shuffled')
+        if self._rng is not None:
+            saved = state['start'].get('bit_generator') if isinstance(state['start'], dict) \
+                else None
+            own = _get_rng_state(self._rng)['bit_generator']
+            if saved != own:
+                raise ValueError(
+                    f'The saved position is of a flow shuffled by the {saved!r} bit generator, '
+                    f'this one shuffles with {own!r}: its order of rows would differ; make the '
+                    f'flow with the same kind of `random_state` (an int seed, a RandomState or '
+                    f'a Generator of that bit generator), or start afresh '
+                    f'(`restore_checkpoint=False`)')
         length = state.get('length', self._data_length)
         if length != self._data_length:
             raise ValueError(
