@@ -1,8 +1,9 @@
 """Sharded flows (each worker's part of every epoch) and batches split among replicas.
 
 Expected batches are written out by hand, or computed independently of the
-flow: a sharded flow with seed ``s`` orders epoch ``e`` as
-``np.random.default_rng([s, e]).permutation(n)``, cuts that order into
+flow: a sharded flow with seed ``s`` orders epoch ``e`` as the ``e``-th
+permutation drawn from ``np.random.RandomState(s)`` (the order of
+``DataFlow.arrays(..., random_state=s)`` alone), cuts that order into
 global batches and hands worker ``k`` the ``k``-th slice of each.
 ``split_batch`` runs under MirroredStrategy on two logical CPUs in a child
 process (a fresh TensorFlow), bounded in time.
@@ -11,6 +12,7 @@ process (a fresh TensorFlow), bounded in time.
 from __future__ import annotations
 
 import doctest
+import pickle
 import re
 
 import numpy as np
@@ -31,6 +33,12 @@ def shards(flow, workers, seed=None):
     return [shard_flow(flow, workers, k, seed=seed) for k in range(workers)]
 
 
+def orders(seed, n, epochs):
+    """The orders of `epochs` epochs of `n` rows shuffled with the int `seed`."""
+    rng = np.random.RandomState(seed)
+    return [rng.permutation(n).tolist() for _ in range(epochs)]
+
+
 def expected_batches(order, global_batch, workers, k):
     """Worker k's batches of an epoch in `order`, written from the rule above."""
     size = global_batch // workers
@@ -49,8 +57,7 @@ def test_unshuffled_global_batches_split_in_order():
 def test_shuffled_epochs_follow_the_seeded_order():
     n, global_batch, workers, seed = 23, 6, 3, 11
     flows = shards(DataFlow.arrays([np.arange(n)], global_batch, shuffle=True), workers, seed)
-    for e in range(3):
-        order = np.random.default_rng([seed, e]).permutation(n).tolist()
+    for order in orders(seed, n, 3):
         for k, f in enumerate(flows):
             assert epoch(f) == expected_batches(order, global_batch, workers, k)
 
@@ -69,9 +76,9 @@ def test_workers_disjoint_equal_counts_and_cover_full_batches():
                 assert len(b[0]) == global_batch // workers
                 assert (b[1] == b[0] * 10).all()   # arrays keep their rows together
     # the same step of every worker makes one global batch of the epoch's order
-    order = np.random.default_rng([3, 3]).permutation(n)
+    order = orders(3, n, 4)[3]
     step0 = [list(f)[0][0].tolist() for f in flows]
-    assert sum(step0, []) == order[:global_batch].tolist()
+    assert sum(step0, []) == order[:global_batch]
 
 
 def test_shuffled_epochs_differ_and_leave_out_different_rows():
@@ -138,10 +145,13 @@ def test_global_batch_must_divide_among_workers():
 
 
 def test_shuffled_flow_needs_a_seed():
-    with pytest.raises(ValueError, match=re.escape(
-            '`seed` is required to shard a shuffled flow, got None: every worker must draw '
-            'the same order of rows')):
-        shard_flow(DataFlow.arrays([np.arange(8)], 4, shuffle=True, random_state=1), 2, 0)
+    for random_state in (None, np.random.RandomState(1)):
+        with pytest.raises(ValueError, match=re.escape(
+                '`seed` is required to shard a shuffled flow made without an int '
+                '`random_state` among several workers, got None: every worker must draw the '
+                'same order of rows')):
+            shard_flow(DataFlow.arrays([np.arange(8)], 4, shuffle=True,
+                                       random_state=random_state), 2, 0)
 
 
 def test_only_array_flows():
@@ -183,15 +193,14 @@ def test_position_resumes_the_rest_of_the_epoch():
     epoch(flow)                       # epoch 0
     it = iter(flow)
     done = [next(it)[0].tolist() for _ in range(2)]
-    state = flow.state_dict()
+    state = pickle.loads(pickle.dumps(flow.state_dict()))
     rest = [b[0].tolist() for b in it]
-    assert state == {'start': {'epoch': 1, 'seed': 4}, 'served': 2, 'rows': 12, 'length': 40}
-    again = shuffled(3, 1)
+    assert (state['served'], state['rows'], state['length']) == (2, 12, 40)
+    again = shuffled(3, 1, seed=9)    # the position carries the random state
     again.load_state_dict(state)
     assert again.state_dict() == state
     assert epoch(again) == rest
-    assert done + rest == expected_batches(
-        np.random.default_rng([4, 1]).permutation(40).tolist(), 6, 3, 1)
+    assert done + rest == expected_batches(orders(4, 40, 2)[1], 6, 3, 1)
     assert epoch(again) == epoch(flow)   # both go on with epoch 2
 
 
@@ -201,7 +210,7 @@ def test_position_is_the_same_on_every_worker():
     for it in running:
         next(it)
         next(it)
-    assert flows[0].state_dict() == flows[1].state_dict()
+    assert pickle.dumps(flows[0].state_dict()) == pickle.dumps(flows[1].state_dict())
     assert flows[0].state_dict()['served'] == 2
 
 
@@ -216,37 +225,51 @@ def test_position_from_another_worker_count():
     for f in resumed:
         f.load_state_dict(state)
     rows = sorted(r for f in resumed for b in epoch(f) for r in b)
-    order = np.random.default_rng([4, 0]).permutation(40)
-    assert rows == sorted(order[12:36].tolist())   # 4 more global batches; 4 rows dropped
+    assert rows == sorted(orders(4, 40, 1)[0][12:36])   # 4 more global batches; 4 rows dropped
 
 
 def test_position_between_epochs():
     flow = shuffled(2, 0)
-    assert flow.state_dict() == {'start': {'epoch': 0, 'seed': 4}, 'served': 0, 'rows': 0,
-                                 'length': 40}
+    plain = DataFlow.arrays([np.arange(40)], 6, shuffle=True, random_state=4)
+    assert pickle.dumps(flow.state_dict()) == pickle.dumps(plain.state_dict())
     epoch(flow)
-    assert flow.state_dict()['start'] == {'epoch': 1, 'seed': 4}
+    epoch(plain)
+    assert pickle.dumps(flow.state_dict()) == pickle.dumps(plain.state_dict())
     assert flow.state_dict()['served'] == 0
 
 
 def test_position_mismatches():
     state = shuffled(2, 0).state_dict()
-    with pytest.raises(ValueError, match=re.escape(
-            'The saved position is of a flow sharded with `seed` 4, this one has 5: the rest '
-            'of the epoch would repeat or skip rows; resume with the same seed')):
-        shuffled(2, 0, seed=5).load_state_dict(state)
     other = shard_flow(DataFlow.arrays([np.arange(41)], 6, shuffle=True), 2, 0, seed=4)
     with pytest.raises(ValueError, match=re.escape(
             'The saved position is of a flow of 40 rows, this one has 41: resume with the '
             'same data, or start afresh')):
         other.load_state_dict(state)
-    with pytest.raises(TypeError, match=re.escape(
-            "`state[\"start\"]` must be a dict with `epoch` and `seed`, got None: the position "
-            "is not of a sharded flow")):
-        shuffled(2, 0).load_state_dict(DataFlow.arrays([np.arange(4)], 2).state_dict())
+    with pytest.raises(ValueError, match=re.escape(
+            'The saved position is of a flow that was not shuffled')):
+        shuffled(2, 0).load_state_dict(DataFlow.arrays([np.arange(40)], 2).state_dict())
     with pytest.raises(ValueError, match=re.escape(
             '`state["served"]` must be a non-negative int, got -1')):
         shuffled(2, 0).load_state_dict({**state, 'served': -1})
+
+
+def test_position_of_an_earlier_sharded_flow_is_refused_when_shuffled():
+    # what a ShardedFlow of an earlier version saved: its epochs were drawn from
+    # default_rng([seed, epoch]), today's from the flow's own generator
+    legacy = {'start': {'epoch': 1, 'seed': 4}, 'served': 2, 'rows': 12, 'length': 40}
+    message = re.escape(
+        "The saved position (`start` {'epoch': 1, 'seed': 4}) was written by the sharded flow "
+        "of an earlier tfsnippet, which shuffled each epoch with another order of rows than "
+        "this version")
+    for flow in (shuffled(2, 0), DataFlow.arrays([np.arange(40)], 6, shuffle=True)):
+        with pytest.raises(ValueError, match=message) as caught:
+            flow.load_state_dict(legacy)
+        assert 'start it afresh (`restore_checkpoint=False`, or a new `checkpoint_dir`)' in \
+            str(caught.value)
+    # not shuffled, the order was and is the row order: resumed at its row
+    flow = shard_flow(DataFlow.arrays([np.arange(40)], 6), 2, 1)
+    flow.load_state_dict({**legacy, 'start': {'epoch': 1, 'seed': None}})
+    assert epoch(flow)[0] == [15, 16, 17]
 
 
 def test_no_load_while_iterating():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -434,9 +435,15 @@ class DistributedBackend(Backend):
           workers (:class:`~tfsnippet.dataflows.ShardedFlow`: its batch size
           is the global batch, the remainder of an epoch is dropped) and each
           worker's batch split among its replicas
-          (:func:`~tfsnippet.dataflows.split_batch`); a shuffled one takes
-          its seed from `seed_of(flow)`.  Another DataFlow is split only:
-          under multi-worker training it must be made from a ``ShardedFlow``.
+          (:func:`~tfsnippet.dataflows.split_batch`).  The global batches are
+          those the flow serves without a strategy, in the same order: the
+          sharded flow continues from a copy of the flow's random generator.
+          Under multi-worker training a shuffled flow made with an int
+          ``random_state`` is checked against the chief's (one collective; the
+          chief's seed wins, with a warning), and one made without takes the
+          seed `seed_of(flow)` that every worker agrees on.  Another DataFlow
+          is split only: under multi-worker training it must be made from a
+          ``ShardedFlow``.
         * A ``tf.data.Dataset`` goes through
           ``strategy.experimental_distribute_dataset`` (its batch size is the
           global batch); a distributed dataset and any other iterable pass
@@ -475,8 +482,15 @@ class DistributedBackend(Backend):
                     f'global batch of {size} rows ({size // workers} for each of {workers} '
                     f'worker(s), {size // replicas} for each of {replicas} replicas): every '
                     f'worker needs a batch each epoch; use more data or a smaller batch size')
-            flow = ShardedFlow(flow, workers, self.worker_index,
-                               seed=seed_of(flow) if flow.is_shuffled else None)
+            if not flow.skip_incomplete and length % size:
+                warnings.warn(
+                    f'The DataFlow given to `iter_steps()` has {length} rows, {length % size} '
+                    f'more than its full global batches of {size}: under a strategy the last, '
+                    f'smaller batch of each epoch is dropped, which the flow alone would '
+                    f'serve. Make it with `skip_incomplete=True` to train on the same batches '
+                    f'with and without a strategy', UserWarning, stacklevel=2)
+            seed = self._shard_seed(flow, seed_of) if flow.is_shuffled and workers > 1 else None
+            flow = ShardedFlow(flow, workers, self.worker_index, seed=seed)
         elif workers > 1 and not _is_sharded(flow):
             raise TypeError(
                 f'The DataFlow given to `iter_steps()` ({short_repr(flow)}) cannot be sharded '
@@ -490,6 +504,23 @@ class DistributedBackend(Backend):
             return split_batch(strategy, arrays)
 
         return flow.map(split)
+
+    def _shard_seed(self, flow: ArrayFlow, seed_of: Callable[[Any], int]) -> int | None:
+        """The seed of a shuffled flow sharded among several workers: ``None`` (the
+        flow's own generator) when the chief's flow has the same int seed, else
+        the seed every worker agrees on (one collective either way)."""
+        own = flow.seed
+        if own is None:
+            return seed_of(flow)
+        chief = int(self.broadcast_from_chief(float(own)))
+        if chief == own:
+            return None
+        warnings.warn(
+            f'The shuffled DataFlow given to `iter_steps()` on worker {self.worker_index} was '
+            f'made with `random_state={own}`, the chief\'s with {chief}: every worker takes the '
+            f'chief\'s order of rows; give every worker the same `random_state`',
+            UserWarning, stacklevel=3)
+        return chief
 
 
 def _is_sharded(flow: Any) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
@@ -56,6 +57,39 @@ def check_position(state: Any) -> None:
         raise KeyError(f'The flow position lacks the keys {missing}: got {sorted(state)}')
 
 
+def _is_legacy_sharded_start(start: Any) -> bool:
+    """Whether `start` is that of a position saved by a ``ShardedFlow`` of tfsnippet
+    before the order of the global batches became the one flow's order
+    (``{'epoch': e, 'seed': s}``, the order drawn from ``default_rng([s, e])``)."""
+    return isinstance(start, dict) and set(start) == {'epoch', 'seed'}
+
+
+def upgrade_position(state: dict[str, Any]) -> dict[str, Any]:
+    """`state` (a checked position) in today's form, or a clear error.
+
+    A position saved by a ``ShardedFlow`` of an earlier version (its
+    ``'start'`` is ``{'epoch': e, 'seed': s}``) is accepted when it is not
+    shuffled (the order of rows is the same today); a shuffled one is
+    refused, since the rest of its run would train on other batches than the
+    run it continues.
+
+    Raises:
+        ValueError: A shuffled position of the earlier sharded format.
+    """
+    start = state['start']
+    if not _is_legacy_sharded_start(start):
+        return state
+    if start['seed'] is None:
+        return {**state, 'start': None}
+    raise ValueError(
+        f'The saved position (`start` {short_repr(start)}) was written by the sharded flow of '
+        f'an earlier tfsnippet, which shuffled each epoch with another order of rows than '
+        f'this version (one order for every topology, that of `DataFlow.arrays(..., '
+        f'random_state=...)` alone): resuming would silently train the rest of the run on '
+        f'other batches. Finish that run with the tfsnippet version that started it, or start '
+        f'it afresh (`restore_checkpoint=False`, or a new `checkpoint_dir`)')
+
+
 class ArrayFlow(ExtraInfoDataFlow):
     """Mini-batches of rows of several arrays of the same length.
 
@@ -108,6 +142,9 @@ class ArrayFlow(ExtraInfoDataFlow):
             batch_size=batch_size, skip_incomplete=bool(skip_incomplete),
             is_shuffled=bool(shuffle))
         self._arrays = arrays
+        self._seed: int | None = (
+            int(random_state) if isinstance(random_state, (int, np.integer))
+            and not isinstance(random_state, bool) else None)
         rng = make_random_state(random_state) if (shuffle or random_state is not None) else None
         self._rng = rng if shuffle else None
         self._resume: dict | None = None
@@ -121,6 +158,65 @@ class ArrayFlow(ExtraInfoDataFlow):
     def the_arrays(self) -> tuple:
         """The source arrays, as given."""
         return self._arrays
+
+    @property
+    def seed(self) -> int | None:
+        """The int `random_state` this flow was made with (``None`` if it was
+        given none, a ``RandomState`` or a ``Generator``)."""
+        return self._seed
+
+    def copy(self, skip_incomplete: bool | None = None) -> ArrayFlow:
+        """A flow over the same arrays that serves, from now on, the batches this
+        one would serve.
+
+        It has the same batch size and shuffling, a copy of this flow's random
+        generator, and its position (the rest of a running epoch, or a position
+        loaded and not yet used).  The two then go on independently.
+
+        Args:
+            skip_incomplete: Whether the copy drops a last, smaller batch
+                (``None``: as this flow); the order of the rows is the same either way.
+
+        Example:
+            >>> import numpy as np
+            >>> flow = ArrayFlow([np.arange(6)], 4, shuffle=True, random_state=0)
+            >>> twin = flow.copy(skip_incomplete=True)
+            >>> [b[0].tolist() for b in flow][:1] == [b[0].tolist() for b in twin]
+            True
+        """
+        twin = ArrayFlow(self._arrays, self._batch_size, shuffle=self._is_shuffled,
+                         skip_incomplete=(self._skip_incomplete if skip_incomplete is None
+                                          else bool(skip_incomplete)),
+                         random_state=copy.deepcopy(self._rng))
+        twin._seed = self._seed
+        if self._resume is not None or self._in_epoch:
+            twin._resume = dict(self.state_dict())
+        return twin
+
+    def upcoming_order(self, epochs_ahead: int = 0) -> np.ndarray:
+        """The order of the rows of an epoch to come, without moving this flow.
+
+        Args:
+            epochs_ahead: 0 for the next epoch this flow starts (the one a
+                loaded position resumes, if any), 1 for the one after, ...
+
+        Returns:
+            The row indices in the order their batches are served
+            (``np.arange(data_length)`` when not shuffled).
+        """
+        if type(epochs_ahead) is not int or epochs_ahead < 0:
+            raise ValueError(f'`epochs_ahead` must be a non-negative int, '
+                             f'got {short_repr(epochs_ahead)}')
+        if self._rng is None:
+            return np.arange(self._data_length)
+        rng = copy.deepcopy(self._rng)
+        start = self._resume['start'] if self._resume is not None else None
+        if start is not None:
+            _set_rng_state(rng, start)
+        order = rng.permutation(self._data_length)
+        for _ in range(epochs_ahead):
+            order = rng.permutation(self._data_length)
+        return order
 
     @property
     def is_resumable(self) -> bool:
@@ -146,12 +242,24 @@ class ArrayFlow(ExtraInfoDataFlow):
         if self._is_iterating:
             raise RuntimeError('`load_state_dict()` cannot be called while the flow is iterated')
         check_position(state)
+        state = upgrade_position(state)
         served = state['served']
         if type(served) is not int or served < 0:
             raise ValueError(f'`state["served"]` must be a non-negative int, got {served!r}')
         if (state['start'] is None) != (self._rng is None):
             raise ValueError('The saved position is of a flow that was '
                              + ('not ' if state['start'] is None else '') + 'shuffled')
+        if self._rng is not None:
+            saved = state['start'].get('bit_generator') if isinstance(state['start'], dict) \
+                else None
+            own = _get_rng_state(self._rng)['bit_generator']
+            if saved != own:
+                raise ValueError(
+                    f'The saved position is of a flow shuffled by the {saved!r} bit generator, '
+                    f'this one shuffles with {own!r}: its order of rows would differ; make the '
+                    f'flow with the same kind of `random_state` (an int seed, a RandomState or '
+                    f'a Generator of that bit generator), or start afresh '
+                    f'(`restore_checkpoint=False`)')
         length = state.get('length', self._data_length)
         if length != self._data_length:
             raise ValueError(

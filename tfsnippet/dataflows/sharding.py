@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..utils.validation import check_positive_int, short_repr
-from .array_flow import ArrayFlow, check_position
+from .array_flow import ArrayFlow
 from .base import ExtraInfoDataFlow
 
 __all__ = ['ShardedFlow', 'shard_flow', 'split_batch', 'replica_slice']
@@ -19,41 +19,52 @@ class ShardedFlow(ExtraInfoDataFlow):
     """This worker's part of an :class:`~tfsnippet.dataflows.ArrayFlow`.
 
     The source's `batch_size` is the *global* batch size, the batch one
-    process would train on: each epoch the rows are put in an order (the
-    row order, or a permutation drawn from `seed` and the epoch number),
-    cut into global batches of ``batch_size`` rows, and each global batch
-    into `num_workers` consecutive slices, of which worker ``k`` serves the
-    ``k``-th.  So:
+    process would train on.  Each epoch the global batches are exactly those
+    the source alone would serve, in the same order (see "Same data on any
+    topology" in the distributed guide), except that a last, smaller one is
+    dropped; each global batch is cut into `num_workers` consecutive slices,
+    of which worker ``k`` serves the ``k``-th.  So:
 
     * the workers' batches of an epoch are disjoint, and together they are
-      exactly what one process would train on;
+      exactly what one process iterating `flow` would train on;
     * every worker serves the same number of batches, ``data_length //
       batch_size`` per epoch (no collective waits for a worker that ran out);
-    * the order depends only on `seed`, the epoch number and the data:
-      every run and every worker agrees on it.
+    * the order is one function of the data, the shuffling seed, the global
+      batch size and the epoch: every run, every worker and every number of
+      workers agree on it.
+
+    The order of the rows is that of `flow` itself from where it stands (a
+    copy of its random generator, so `flow` is not moved), or, given `seed`,
+    that of ``DataFlow.arrays(..., shuffle=True, random_state=seed)``.  With
+    several workers of a shuffled flow, every worker must draw the same
+    order: give `seed`, or make `flow` with the same int ``random_state`` on
+    every worker.
 
     The rows left after the last full global batch (fewer than
     ``batch_size``) are **dropped** in that epoch: a smaller last batch
     could not be split evenly, and padding it would count rows twice.  When
     shuffled, other rows are left out in each epoch.
 
-    The position (:meth:`state_dict`) counts global batches, so it is the
-    same on every worker: a checkpoint written by the chief resumes every
-    worker, even with another number of workers.
+    The position (:meth:`state_dict`) is that of the global batches, in the
+    form of an ``ArrayFlow``'s position, the same on every worker: a
+    checkpoint written by the chief resumes every worker, with another number
+    of workers too, and a position of the same flow without any sharding (a
+    run on one device) resumes a sharded one, and the other way round.
 
     Args:
-        flow: The flow to split; its arrays, batch size and shuffling are used
-            (its own random state is not).
+        flow: The flow to split; its arrays, batch size, shuffling and random
+            generator are used (not moved).
         num_workers: Number of workers.
         worker_index: This worker's index, in ``range(num_workers)``.
-        seed: Seed of the epochs' orders, the same on every worker; required
-            if `flow` is shuffled, ignored if not.
+        seed: Seed of the order of the rows, the same on every worker; ``None``
+            takes `flow`'s own generator.  Ignored if `flow` is not shuffled.
 
     Raises:
         TypeError: `flow` is not an ``ArrayFlow``; `seed` is not an int.
         ValueError: `worker_index` is out of range; the global batch size does
             not divide among the workers; the data holds less than one
-            global batch; `flow` is shuffled and `seed` is ``None``.
+            global batch; `flow` is shuffled among several workers, and
+            neither `seed` nor `flow`'s own seed is given.
     """
 
     def __init__(self, flow: ArrayFlow, num_workers: int, worker_index: int,
@@ -78,11 +89,13 @@ class ShardedFlow(ExtraInfoDataFlow):
                 raise TypeError(f'`seed` must be an int or None, got {short_repr(seed)}')
             if seed < 0:
                 raise ValueError(f'`seed` must be a non-negative int, got {seed}')
-        if flow.is_shuffled and seed is None:
+        if flow.is_shuffled and seed is None and flow.seed is None and num_workers > 1:
             raise ValueError(
-                '`seed` is required to shard a shuffled flow, got None: every worker must '
-                'draw the same order of rows, so pass the same int on every worker (e.g. one '
-                'the chief drew, sent with `backend.broadcast_from_chief`)')
+                '`seed` is required to shard a shuffled flow made without an int '
+                '`random_state` among several workers, got None: every worker must draw the '
+                'same order of rows, so pass the same int on every worker (e.g. one the chief '
+                'drew, sent with `backend.broadcast_from_chief`), or make the flow with '
+                '`random_state=` the same int on every worker')
         global_batch, length = flow.batch_size, flow.data_length
         if global_batch % num_workers:
             raise ValueError(
@@ -95,24 +108,29 @@ class ShardedFlow(ExtraInfoDataFlow):
                 f'({per_worker} rows for each of {num_workers} workers): every worker needs '
                 f'at least one batch an epoch; use more data or a smaller `batch_size`')
         self._source = flow
-        self._arrays = flow.the_arrays
         self._num_workers = num_workers
         self._worker_index = worker_index
         self._global_batch = global_batch
-        self._seed = seed if flow.is_shuffled else None
+        if not flow.is_shuffled:
+            self._seed = None
+            glob = flow.copy(skip_incomplete=True)
+        elif seed is None:
+            self._seed = flow.seed
+            glob = flow.copy(skip_incomplete=True)
+        else:
+            self._seed = seed
+            glob = ArrayFlow(flow.the_arrays, global_batch, shuffle=True,
+                             skip_incomplete=True, random_state=seed)
+        # the global batches, as one process would iterate them; `_origin` stays
+        # where they started (for `epoch_order`)
+        self._global = glob
+        self._origin = glob.copy()
         steps = length // global_batch
         super().__init__(
             array_count=flow.array_count, data_length=steps * (global_batch // num_workers),
             data_shapes=flow.data_shapes, batch_size=global_batch // num_workers,
             skip_incomplete=True, is_shuffled=flow.is_shuffled)
-        self._length = length
         self._steps = steps
-        self._next_epoch = 0          # the epoch the next iteration starts
-        self._epoch = 0               # the running epoch
-        self._rows = 0                # rows of the running epoch's order consumed (all workers)
-        self._served = 0              # global batches of the running epoch served
-        self._in_epoch = False
-        self._resume: dict[str, Any] | None = None
 
     # ------------------------------------------------------------ properties
     @property
@@ -137,7 +155,8 @@ class ShardedFlow(ExtraInfoDataFlow):
 
     @property
     def seed(self) -> int | None:
-        """Seed of the epochs' orders (``None`` when not shuffled)."""
+        """Seed of the order of the rows: `seed`, else the source's int seed
+        (``None`` when not shuffled, or when the source had no int seed)."""
         return self._seed
 
     @property
@@ -146,10 +165,13 @@ class ShardedFlow(ExtraInfoDataFlow):
         return self._steps
 
     def epoch_order(self, epoch: int) -> np.ndarray:
-        """The order of the rows in `epoch` (counted from 0), the same on every worker."""
-        if self._seed is None:
-            return np.arange(self._length)
-        return np.random.default_rng([self._seed, epoch]).permutation(self._length)
+        """The order of the rows in the `epoch`-th epoch (counted from 0) this flow
+        serves from its creation, the same on every worker.
+
+        The global batches of that epoch are its consecutive runs of
+        :attr:`global_batch_size` rows (a last, shorter run is dropped).
+        """
+        return self._origin.upcoming_order(epoch)
 
     # ------------------------------------------------------------ position
     @property
@@ -157,88 +179,40 @@ class ShardedFlow(ExtraInfoDataFlow):
         return True
 
     def state_dict(self) -> dict[str, Any]:
-        """The position: ``{'start': {'epoch', 'seed'}, 'served', 'rows', 'length'}``.
+        """The position of the global batches: that of an ``ArrayFlow``
+        (``{'start', 'served', 'rows', 'length'}``), the same on every worker.
 
         ``'served'`` counts the global batches of the epoch already served
-        and ``'rows'`` the rows of its order they used; both are the same on
-        every worker.
+        and ``'rows'`` the rows of its order they used.
         """
-        if self._resume is not None:
-            return {**self._resume, 'start': dict(self._resume['start'])}
-        if self._in_epoch:
-            epoch, served, rows = self._epoch, self._served, self._rows
-        else:
-            epoch, served, rows = self._next_epoch, 0, 0
-        return {'start': {'epoch': epoch, 'seed': self._seed}, 'served': served, 'rows': rows,
-                'length': self._length}
+        return self._global.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume at a position of :meth:`state_dict` (of any worker, any number of workers).
+        """Resume at a position of :meth:`state_dict` (of any worker, any number of
+        workers), or of the source flow iterated alone.
 
         Raises:
             RuntimeError: The flow is being iterated.
             TypeError, KeyError: `state` is not a position.
-            ValueError: The position is of other data, or of another seed.
+            ValueError: The position is of other data, of a flow shuffled or
+                not unlike this one, or was written by the sharded flow of an
+                earlier tfsnippet that shuffled in another order.
         """
         if self._is_iterating:
             raise RuntimeError('`load_state_dict()` cannot be called while the flow is iterated')
-        check_position(state)
-        start, served = state['start'], state['served']
-        if not isinstance(start, dict) or 'epoch' not in start or 'seed' not in start:
-            raise TypeError(f'`state["start"]` must be a dict with `epoch` and `seed`, got '
-                            f'{short_repr(start)}: the position is not of a sharded flow')
-        epoch = start['epoch']
-        if type(epoch) is not int or epoch < 0:
-            raise ValueError(f'`state["start"]["epoch"]` must be a non-negative int, '
-                             f'got {epoch!r}')
-        if type(served) is not int or served < 0:
-            raise ValueError(f'`state["served"]` must be a non-negative int, got {served!r}')
-        if start['seed'] != self._seed:
-            raise ValueError(
-                f'The saved position is of a flow sharded with `seed` {start["seed"]!r}, this '
-                f'one has {self._seed!r}: the rest of the epoch would repeat or skip rows; '
-                f'resume with the same seed')
-        length = state.get('length', self._length)
-        if length != self._length:
-            raise ValueError(
-                f'The saved position is of a flow of {length} rows, this one has '
-                f'{self._length}: resume with the same data, or start afresh')
-        rows = state.get('rows', served * self._global_batch)
-        if type(rows) is not int or not 0 <= rows <= self._length:
-            raise ValueError(f'`state["rows"]` must be an int in 0..{self._length}, '
-                             f'got {rows!r}')
-        self._resume = {'start': {'epoch': epoch, 'seed': self._seed}, 'served': served,
-                        'rows': rows, 'length': self._length}
+        self._global.load_state_dict(state)
 
     # ------------------------------------------------------------ batches
     def _minibatch_iterator(self) -> Iterator[tuple]:
-        if self._resume is not None:
-            resume, self._resume = self._resume, None
-            epoch, served, rows = resume['start']['epoch'], resume['served'], resume['rows']
-        else:
-            epoch, served, rows = self._next_epoch, 0, 0
-        self._next_epoch = epoch + 1
-        self._epoch, self._served, self._rows = epoch, served, rows
-        order = None if self._seed is None else self.epoch_order(epoch)
-        big, small = self._global_batch, self._batch_size
-        offset = self._worker_index * small
-        stop = self._length - (self._length - rows) % big
-        arrays = self._arrays
-        self._in_epoch = True
-        try:
-            for start in range(rows, stop, big):
-                first = start + offset
-                if order is None:
-                    batch = tuple(map(itemgetter(slice(first, first + small)), arrays))
-                    for a in batch:
-                        a.setflags(write=False)
-                else:
-                    batch = tuple(map(itemgetter(order[first:first + small]), arrays))
-                self._served += 1
-                self._rows = start + big
-                yield batch
-        finally:
-            self._in_epoch = False
+        size = self._batch_size
+        first = self._worker_index * size
+        part = slice(first, first + size)
+        take = itemgetter(part)
+        if self._num_workers == 1:
+            yield from self._global
+            return
+        for batch in self._global:
+            yield tuple(map(take, batch))
 
 
 def shard_flow(flow: ArrayFlow, num_workers: int, worker_index: int,
