@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from ...utils.text import short_repr
 from ..event_keys import EventKeys
-from ..metrics.sinks import EPOCH
+from ..metrics.sinks import EPOCH_LOG, plain_stats
 from ..metrics.values import to_float
 from .base import LoopComponent
 
@@ -190,6 +190,7 @@ class KerasCallbacks(LoopComponent):
                             if type(cb).__name__ in _FILE_WRITERS or
                             any(cb is c for c in chief_only)]
         self._name = name
+        self._per_step = any(_overrides(cb, _BEGIN_METHODS + _END_METHODS) for cb in callbacks)
         self._active: list[Any] = []
         self._begin: list[Any] = []
         self._end: list[Any] = []
@@ -197,6 +198,7 @@ class KerasCallbacks(LoopComponent):
         self._epoch_first_step = 0
         self._step_values: dict[str, Any] = {}
         self._last_logs: dict[str, Any] = {}
+        self._printed: dict[str, float] = {}
 
     # ------------------------------------------------------------ properties
     @property
@@ -216,7 +218,7 @@ class KerasCallbacks(LoopComponent):
     @property
     def per_step(self) -> bool:
         """Whether a callback overrides a batch method (so the component runs each step)."""
-        return bool(self._begin or self._end)
+        return self._per_step
 
     # ------------------------------------------------------------ hooks
     def on_enter(self, loop: Any) -> None:
@@ -237,7 +239,8 @@ class KerasCallbacks(LoopComponent):
             self._apply_state(self._pending_state)
             self._pending_state = None
         self.subscribe(loop, EventKeys.BEFORE_EPOCH, self._before_epoch)
-        self.subscribe(loop, EventKeys.METRIC_STATS_REDUCED, self._stats_reduced)
+        self.subscribe(loop, EventKeys.METRIC_STATS_REDUCED, self._line_printed)
+        self.subscribe(loop, EventKeys.AFTER_EPOCH, self._after_epoch)
         if self._begin:
             self.subscribe(loop, EventKeys.BEFORE_STEP, self._before_step)
         if self._end:
@@ -253,14 +256,21 @@ class KerasCallbacks(LoopComponent):
 
     def _before_epoch(self, loop: Any) -> None:
         self._epoch_first_step = loop.step
+        self._printed = {}
         epoch = loop.epoch - 1
         for cb in self._active:
             cb.on_epoch_begin(epoch, {})
 
-    def _stats_reduced(self, loop: Any, scope: str, stats: dict[str, dict[str, Any]]) -> None:
-        if scope != EPOCH:
-            return
-        logs = {name: s['mean'] for name, s in stats.items()}
+    def _line_printed(self, loop: Any, scope: str, stats: dict[str, dict[str, Any]]) -> None:
+        if scope == EPOCH_LOG:   # an epoch line (merged across workers): the epoch's logs
+            self._printed.update((name, s['mean']) for name, s in stats.items())
+
+    def _after_epoch(self, loop: Any) -> None:
+        # before the checkpointer's handler (registered earlier, so called later): a
+        # checkpoint of this epoch holds the callbacks' state after its `on_epoch_end`
+        printed, self._printed = self._printed, {}
+        unprinted = plain_stats(loop.metric_book.epoch_so_far())   # this worker's own
+        logs = {**{name: s['mean'] for name, s in unprinted.items()}, **printed}
         for name in list(logs):
             if name.startswith('valid_'):
                 logs.setdefault('val_' + name[len('valid_'):], logs[name])
