@@ -287,6 +287,9 @@ def test_a_user_subclass_stopping_at_epoch_end_stops_the_loop():
 
 # ------------------------------------------------------------------ resuming
 def valid_loop(callbacks, model, root, max_epoch, values, lines=None):
+    """Epochs of two empty steps, collecting ``valid_loss = values[epoch - 1]``, the
+    model's kernel set to the epoch (no line printed: the logs are the epoch's own
+    statistics), a checkpoint at the end of each epoch."""
     loop = spt.TrainLoop(max_epoch=max_epoch, checkpoint_dir=str(root), checkpoint_epoch_freq=1,
                          print_func=(lines if lines is not None else []).append, show_eta=False)
     loop.add_component(spt.KerasCallbacks(callbacks, model=model))
@@ -294,6 +297,7 @@ def valid_loop(callbacks, model, root, max_epoch, values, lines=None):
         for epoch in loop.iter_epochs():
             for _ in loop.iter_steps(range(2)):
                 pass
+            model.layers[0].kernel.assign(np.full((3, 1), float(epoch)))
             loop.collect_metrics(valid_loss=values[epoch - 1])
     return loop
 
@@ -303,18 +307,22 @@ VALID = [5., 4., 3., 3.5, 3.6, 3.7, 3.8, 3.9, 4.0, 4.1]
 
 def test_early_stopping_state_resumes_with_the_loop(tmp_path):
     model = make_model()
-    whole = keras.callbacks.EarlyStopping(patience=3)
+    whole = keras.callbacks.EarlyStopping(patience=3, restore_best_weights=True)
     valid_loop([whole], model, tmp_path / 'whole', 10, VALID)
+    np.testing.assert_array_equal(model.layers[0].kernel.numpy(), np.full((3, 1), 3.))
 
-    first = keras.callbacks.EarlyStopping(patience=3)
+    first = keras.callbacks.EarlyStopping(patience=3, restore_best_weights=True)
     valid_loop([first], model, tmp_path / 'cut', 4, VALID)
     assert (first.wait, first.best) == (1, 3.)
-    resumed, lines = keras.callbacks.EarlyStopping(patience=3), []
-    loop = valid_loop([resumed], model, tmp_path / 'cut', 10, VALID, lines)
+    resumed = keras.callbacks.EarlyStopping(patience=3, restore_best_weights=True)
+    lines = []
+    loop = valid_loop([resumed], make_model(), tmp_path / 'cut', 10, VALID, lines)
     assert (resumed.wait, resumed.best, resumed.best_epoch, resumed.stopped_epoch) == \
         (whole.wait, whole.best, whole.best_epoch, whole.stopped_epoch) == (3, 3., 2, 5)
     assert loop.epoch == 6
     assert STOPPED.format(epoch=6, step=12, name='EarlyStopping') in lines
+    # the best weights (epoch 3's kernel) came back from the checkpoint
+    np.testing.assert_array_equal(resumed.model.layers[0].kernel.numpy(), np.full((3, 1), 3.))
 
 
 def test_reduce_lr_on_plateau_state_resumes_with_the_loop(tmp_path):
@@ -400,7 +408,7 @@ def test_bad_input_is_refused_naming_the_argument():
     with pytest.raises(ValueError, match=r'`model` has no optimizer, which `callbacks\[0\]` '
                                          r'\(ReduceLROnPlateau\).*model.compile\(optimizer='):
         spt.KerasCallbacks([keras.callbacks.ReduceLROnPlateau()], model=bare)
-    with pytest.raises(TypeError, match=r'`chief_only` must hold callbacks of `callbacks`'):
+    with pytest.raises(ValueError, match=r'`chief_only` must hold callbacks of `callbacks`'):
         spt.KerasCallbacks([], model=model, chief_only=[EpochOnly()])
 
 

@@ -136,11 +136,12 @@ class KerasCallbacks(LoopComponent):
         name: Tells two such components of one loop apart in checkpoints.
 
     Raises:
-        TypeError: `callbacks` is not a list of Keras callbacks, `model` not a
-            ``keras.Model``, or `chief_only` holds an object not in `callbacks`.
+        TypeError: `callbacks` is not a list of Keras callbacks, or `model`
+            not a ``keras.Model``.
         ValueError: A callback that needs ``fit`` (``BackupAndRestore``,
-            ``TensorBoard``), or one that needs ``model.optimizer`` with a
-            model that has none.
+            ``TensorBoard``), one that needs ``model.optimizer`` with a
+            model that has none, or `chief_only` holding an object not in
+            `callbacks`.
         RuntimeError: Not executing eagerly (graph mode).
     """
 
@@ -180,7 +181,7 @@ class KerasCallbacks(LoopComponent):
                             f'{short_repr(chief_only)}')
         for cb in chief_only:
             if not any(cb is c for c in callbacks):
-                raise TypeError(f'`chief_only` must hold callbacks of `callbacks`, got '
+                raise ValueError(f'`chief_only` must hold callbacks of `callbacks`, got '
                                 f'{short_repr(cb)}')
         if name is not None and (not isinstance(name, str) or not name):
             raise TypeError(f'`name` must be a non-empty str or None, got {name!r}')
