@@ -286,12 +286,17 @@ def test_a_user_subclass_stopping_at_epoch_end_stops_the_loop():
 
 
 # ------------------------------------------------------------------ resuming
-def valid_loop(callbacks, model, root, max_epoch, values, lines=None):
+def valid_loop(callbacks, model, root, max_epoch, values, lines=None, save_optimizer=False):
     """Epochs of two empty steps, collecting ``valid_loss = values[epoch - 1]``, the
     model's kernel set to the epoch (no line printed: the logs are the epoch's own
-    statistics), a checkpoint at the end of each epoch."""
+    statistics), a checkpoint at the end of each epoch (with the optimizer if asked)."""
+    objects = None
+    if save_optimizer:
+        model.optimizer.build(model.trainable_variables)
+        objects = {'optimizer': model.optimizer}
     loop = spt.TrainLoop(max_epoch=max_epoch, checkpoint_dir=str(root), checkpoint_epoch_freq=1,
-                         print_func=(lines if lines is not None else []).append, show_eta=False)
+                         print_func=(lines if lines is not None else []).append, show_eta=False,
+                         checkpoint_save_objects=objects)
     loop.add_component(spt.KerasCallbacks(callbacks, model=model))
     with loop:
         for epoch in loop.iter_epochs():
@@ -333,18 +338,17 @@ def test_reduce_lr_on_plateau_state_resumes_with_the_loop(tmp_path):
         recorder = keras.callbacks.LambdaCallback(
             on_epoch_end=lambda e, logs: trace.append(float(model.optimizer.learning_rate)))
         if cut:
-            valid_loop([plateau, recorder], model, root, cut, VALID)
+            valid_loop([plateau, recorder], model, root, cut, VALID, save_optimizer=True)
             state = (plateau.wait, plateau.cooldown_counter, plateau.best)
-            learning_rate = float(model.optimizer.learning_rate)
-            # a new process: new objects, the learning rate as the checkpoint's variables had it
-            model = make_model(lr=learning_rate)
+            # as a new process: new objects, the learning rate back from the checkpoint
+            model = make_model(lr=1.)
             plateau = keras.callbacks.ReduceLROnPlateau(factor=.5, patience=2, cooldown=1)
             recorder = keras.callbacks.LambdaCallback(
                 on_epoch_begin=lambda e, logs: state_seen.append(
                     (plateau.wait, plateau.cooldown_counter, plateau.best)),
                 on_epoch_end=lambda e, logs: trace.append(float(model.optimizer.learning_rate)))
             state_seen = []
-            valid_loop([plateau, recorder], model, root, 10, VALID)
+            valid_loop([plateau, recorder], model, root, 10, VALID, save_optimizer=True)
             assert state_seen[0] == state
         else:
             valid_loop([plateau, recorder], model, root, 10, VALID)
