@@ -267,8 +267,11 @@ def test_a_batch_method_gets_each_step_s_values_and_can_stop_the_loop():
     assert per_step[EventKeys.AFTER_STEP] == 1
 
     callback = BatchEnd()
-    counting_loop([callback], max_epoch=2, steps=3)
-    assert [b for b, _ in callback.batches] == [0, 1, 2, 0, 1, 2]
+    begin = keras.callbacks.LambdaCallback(
+        on_train_batch_begin=lambda batch, logs: begun.append(batch))
+    begun = []
+    counting_loop([callback, begin], max_epoch=2, steps=3)
+    assert [b for b, _ in callback.batches] == begun == [0, 1, 2, 0, 1, 2]
 
 
 def test_a_user_subclass_stopping_at_epoch_end_stops_the_loop():

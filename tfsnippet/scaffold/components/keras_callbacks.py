@@ -196,7 +196,6 @@ class KerasCallbacks(LoopComponent):
         self._begin: list[Any] = []
         self._end: list[Any] = []
         self._pending_state: list[Any] | None = None
-        self._epoch_first_step = 0
         self._step_values: dict[str, Any] = {}
         self._last_logs: dict[str, Any] = {}
         self._printed: dict[str, float] = {}
@@ -256,7 +255,6 @@ class KerasCallbacks(LoopComponent):
         self._active, self._begin, self._end = [], [], []
 
     def _before_epoch(self, loop: Any) -> None:
-        self._epoch_first_step = loop.step
         self._printed = {}
         epoch = loop.epoch - 1
         for cb in self._active:
@@ -285,7 +283,7 @@ class KerasCallbacks(LoopComponent):
         self._check_stop(loop, stopper)
 
     def _before_step(self, loop: Any) -> None:
-        batch = loop.step - self._epoch_first_step - 1
+        batch = loop.step - loop.progress.epoch_first_step - 1   # a resumed epoch's too
         for cb in self._begin:
             cb.on_train_batch_begin(batch, {})
 
@@ -296,7 +294,7 @@ class KerasCallbacks(LoopComponent):
     def _after_step(self, loop: Any) -> None:
         values, self._step_values = self._step_values, {}
         logs = {name: to_float(name, value) for name, value in values.items()}
-        batch = loop.step - self._epoch_first_step - 1
+        batch = loop.step - loop.progress.epoch_first_step - 1   # a resumed epoch's too
         stopper = None
         for cb in self._end:
             cb.on_train_batch_end(batch, logs)
