@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
                      'TrainingPreempted', 'MetricRecorder', 'MetricSink', 'MultiSink',
                      'chief_only'],
                     'scaffold'),
+    'KerasCallbacks': 'scaffold',
     'settings': 'settings_',
     **dict.fromkeys(['BaseTrainer', 'AnnealingScalar', 'DynamicValue', 'Evaluator',
                      'Validator', 'auto_batch_weight', 'merge_feed_dict', 'resolve_feed_dict',

@@ -9,6 +9,7 @@ from .checkpoint import (CheckpointError, CheckpointSavableObject, CheckpointSav
 from .components import (Checkpointer, EarlyStopping, ExportBest, LoopComponent, LossGuard,
                          LossGuardError, Preemption, ProgressBar, ReduceOnPlateau,
                          SummaryLogger, TrainingPreempted, WarmStart)
+from .components.keras_callbacks import KerasCallbacks
 from .components.run_recorder import MetricRecorder
 from .event_keys import EventKeys
 from .loop import TrainLoop
@@ -31,3 +32,4 @@ __all__ = ['CheckpointError', 'CheckpointSavableObject', 'Checkpointer', 'Checkp
            'SaveAtEnd', 'SaveEvery', 'UntrustedCheckpointError', 'convert_legacy_checkpoints',
            'ExportBest', 'Preemption', 'TrainingPreempted', 'MetricRecorder', 'MetricSink',
            'MultiSink', 'chief_only']
+__all__ += ['KerasCallbacks']

@@ -5,6 +5,7 @@ from .base import LoopComponent
 from .checkpointer import Checkpointer
 from .early_stopping import EarlyStopping
 from .export import ExportBest
+from .keras_callbacks import KerasCallbacks
 from .loss_guard import LossGuard, LossGuardError
 from .preemption import Preemption, TrainingPreempted
 from .progress_bar import ProgressBar
@@ -16,3 +17,4 @@ from .warm_start import WarmStart
 __all__ = ['LoopComponent', 'Checkpointer', 'EarlyStopping', 'LossGuard', 'LossGuardError',
            'ProgressBar', 'ReduceOnPlateau', 'RunRecorder', 'SummaryLogger', 'WarmStart',
            'ExportBest', 'Preemption', 'TrainingPreempted']
+__all__ += ['KerasCallbacks']

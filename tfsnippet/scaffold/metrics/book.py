@@ -236,6 +236,13 @@ class MetricBook:
                 move_pending(name, values, (self._epoch_stats, self._closing))
         self._outside_stats.clear()
 
+    def epoch_so_far(self) -> dict[str, StatisticsCollector]:
+        """This epoch's statistics so far, printed or not (what :meth:`close_epoch`
+        would return now), without closing it."""
+        self._reduce_step_values()
+        self._reduce_outside_values()
+        return dict(self._closing)
+
     def close_epoch(self) -> dict[str, StatisticsCollector]:
         """This epoch's statistics, whether its lines were printed or not, then
         forget them (the printed statistics are not touched)."""
