@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from ..storage import Location, resolve
+from ..storage import Location, check_bucket, resolve
 from ..utils.files import write_json
 from ..utils.status import PREEMPTED_EXIT_CODE, status_of_exit
 from ..utils.text import close_matches_hint, typed_repr
@@ -32,7 +32,7 @@ from .mlflow_mirror import mlflow_mirror_of
 from .run_ids import default_run_id
 from .run_files import (ConsoleCopy, Tee, cli_value, git_info, hparams_event_files, json_float,
                         package_versions, read_saved_config)
-from .remote import RunRecordWriter, check_bucket, read_remote_run
+from .remote import RunRecordWriter, read_remote_run
 from .sinks import RecordsSink, StoreSink, check_sinks, report_sink_error
 from .store import ResultsStore, flatten_config
 

@@ -55,12 +55,12 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..storage import Location, is_url, resolve
+from ..storage import Location, check_bucket, is_url, resolve
 from ..utils.text import short_repr
 from .store import ResultsStore, RunRow
 
 __all__ = ['RunRecordWriter', 'open_results_store', 'index_cache_dir', 'read_remote_run',
-           'check_bucket', 'RECORDS_DIR', 'HEARTBEAT_FILE']
+           'is_remote_root', 'RECORDS_DIR', 'HEARTBEAT_FILE']
 
 RECORDS_DIR = 'records'
 """The folder of a run's numbered record objects, under ``<root>/<run_id>/``."""
@@ -72,35 +72,6 @@ _FORMAT = 1
 _RECORD = re.compile(r'^([0-9]{1,20})\.json$')
 _INDEX_TABLE = ('CREATE TABLE IF NOT EXISTS remote_objects (path TEXT PRIMARY KEY, '
                 'run_id TEXT NOT NULL, tag TEXT NOT NULL)')
-
-
-def check_bucket(location: Location, argument: str = 'root') -> None:
-    """Check that the bucket of a URL `location` exists and can be listed.
-
-    Raises:
-        ValueError: The bucket does not exist, or the credentials are refused
-            (the message names `argument` and the bucket).
-    """
-    if location.is_local:
-        return
-    bucket = location.path.strip('/').split('/', 1)[0]
-    target = '/' + bucket if location.protocol == 'memory' else bucket
-    try:
-        if location.protocol == 'memory':
-            location.fs.ls(target)   # a memory "bucket" exists once written to
-        else:
-            location.fs.ls(target, detail=False)
-    except FileNotFoundError as e:
-        if location.protocol == 'memory':
-            return
-        raise ValueError(f'`{argument}`={short_repr(location.url)}: the bucket {bucket!r} '
-                         f'does not exist (create it first, or check the name)') from e
-    except PermissionError as e:
-        raise ValueError(f'`{argument}`={short_repr(location.url)}: the credentials were '
-                         f'refused for the bucket {bucket!r} ({e})') from e
-    except OSError as e:
-        raise ValueError(f'`{argument}`={short_repr(location.url)}: the bucket {bucket!r} '
-                         f'cannot be reached ({e})') from e
 
 
 # ------------------------------------------------------------------ writing
