@@ -170,6 +170,20 @@ class Experiment(Generic[_C]):
     note naming the saved values of the fields the command line changed
     (``--hidden 64``), to pass instead.
 
+    **A root on object storage** (``root='s3://bucket/runs'``, ``gs://...``;
+    ``pip install "tfsnippet[s3]"`` or ``"tfsnippet[gcs]"``): the run's
+    files are written into a local staging folder and uploaded whole under
+    ``<root>/<run_id>/`` (``config.json`` and ``run.json`` at the start,
+    ``result.json`` at each update, ``console.log`` at each heartbeat and
+    everything at the end), and what a SQLite store would hold is written
+    as the run's own numbered record objects, which
+    :func:`tfsnippet.results.query` and ``python -m tfsnippet.results``
+    read into a local index (see :mod:`tfsnippet.experiment.remote`: no
+    object is shared between runs, so any number of jobs may write under
+    one root at once).  :attr:`checkpoint_dir` is the run's URL.  A URL
+    of an unknown protocol, or whose package is missing, is refused when
+    the Experiment is made; a bucket that does not exist, when it is entered.
+
     **Several workers** (``TF_CONFIG`` or SLURM, see
     :func:`~tfsnippet.distributed.cluster_info`): only the chief writes
     files, the store and the sinks; other workers parse the same config and
@@ -187,7 +201,8 @@ class Experiment(Generic[_C]):
         config_or_class: A :class:`~tfsnippet.Config` subclass or dataclass
             (or an instance: updated in place, except on resume, where
             :attr:`config` is a new instance holding the saved values).
-        root: The directory of the runs and their results store.
+        root: The directory of the runs and their results store, or a URL
+            (``s3://bucket/runs``) under which each run writes its objects.
         name: The run's id and directory name (letters, digits, ``._-``);
             by default the id the job's workers share, else (one process)
             a new id from the time and a random suffix.  An existing run of
@@ -223,9 +238,12 @@ class Experiment(Generic[_C]):
     Raises:
         TypeError: An argument has the wrong type.
         ValueError: `name` is malformed or missing under several workers
-            that share no run id, or a saved config no longer
-            matches the config class; when entered, `root` is not a
-            writable directory.
+            that share no run id, a saved config no longer matches the
+            config class, or `root` is a URL of an unknown protocol; when
+            entered, `root` is not a writable directory, or its bucket does
+            not exist or refuses the credentials.
+        ~tfsnippet.storage.StorageUnavailableError: `root` is a URL whose
+            package (``s3fs``, ``gcsfs``) is not installed.
         SystemExit: Parsing the command line failed (code 2, with the usage
             and the problem on standard error; also for a malformed
             ``--resume`` id or one that names no run of `root`) or ``--help``.
