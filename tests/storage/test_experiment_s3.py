@@ -183,6 +183,31 @@ def test_a_run_killed_shows_stale_after_its_last_heartbeat(s3_bucket):
         assert store.get_run('k').heartbeat == 2000.
 
 
+def test_refreshes_at_once_agree_and_apply_each_record_once(s3_bucket):
+    import threading
+    root = f'{s3_bucket}/runs'
+    for name in ('a', 'b', 'c'):
+        record_run(root, name, epochs=2)
+    results, errors = [], []
+
+    def read():
+        try:
+            results.append([(r.run_id, r.epoch, r.best) for r in query(root)])
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert results == [[(n, 2, {'loss': 0.5}) for n in ('a', 'b', 'c')]] * 4
+    with open_results_store(root) as store, store.snapshot() as conn:
+        applied = conn.execute('SELECT COUNT(*) FROM remote_objects').fetchone()[0]
+    assert applied == 3 * 5   # four records and a heartbeat per run, each once
+
+
 def test_the_cache_folder_is_keyed_by_the_url(s3_bucket, cache_dir):
     root = f'{s3_bucket}/runs'
     record_run(root, 'a', epochs=1)

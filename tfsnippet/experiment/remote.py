@@ -179,17 +179,17 @@ def open_results_store(root: Any, *, stale_after: float = 600.,
     if location.is_local:
         return ResultsStore(location.path, create=False, stale_after=stale_after)
     check_bucket(location, argument)
-    listing = _listing(location, argument)
-    if not listing:
-        raise ValueError(f'`{argument}` has no results store: {location.url!r} holds no run '
-                         f'records (no <run>/{RECORDS_DIR}/*.json)')
     clock = _ReplayClock()
     store = ResultsStore(index_cache_dir(location.url), stale_after=stale_after, clock=clock)
     try:
-        _refresh(store, clock, location, listing)
+        listing = _refresh(store, clock, location, None, argument)
     except BaseException:
         store.close()
         raise
+    if not listing:
+        store.close()
+        raise ValueError(f'`{argument}` has no results store: {location.url!r} holds no run '
+                         f'records (no <run>/{RECORDS_DIR}/*.json)')
     return store
 
 
@@ -242,12 +242,17 @@ def _listing(location: Location, argument: str) -> dict[str, tuple[str, str]]:
 
 
 def _refresh(store: ResultsStore, clock: _ReplayClock, location: Location,
-             listing: Mapping[str, tuple[str, str]]) -> None:
-    """Bring the index `store` up to the objects of `listing`, in one transaction."""
-    by_run: dict[str, dict[str, tuple[str, str]]] = {}
-    for rel, entry in listing.items():
-        by_run.setdefault(rel.split('/', 1)[0], {})[rel] = entry
+             listing: Mapping[str, tuple[str, str]] | None,
+             argument: str = 'root') -> Mapping[str, tuple[str, str]]:
+    """Bring the index `store` up to the objects of `listing` (by default, the
+    root listed once the index's write lock is held, so that a refresh never
+    goes back behind one that ran meanwhile), in one transaction; return the listing."""
     with store.transaction():
+        if listing is None:
+            listing = _listing(location, argument)
+        by_run: dict[str, dict[str, tuple[str, str]]] = {}
+        for rel, entry in listing.items():
+            by_run.setdefault(rel.split('/', 1)[0], {})[rel] = entry
         with store.snapshot() as conn:
             conn.execute(_INDEX_TABLE)
             applied: dict[str, dict[str, str]] = {}
@@ -263,6 +268,7 @@ def _refresh(store: ResultsStore, clock: _ReplayClock, location: Location,
                 _forget(store, run_id)
                 done = {}
             _apply_run(store, clock, location, run_id, objects, done)
+    return listing
 
 
 def _forget(store: ResultsStore, run_id: str) -> None:
