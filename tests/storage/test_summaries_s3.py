@@ -76,3 +76,13 @@ def test_an_unknown_protocol_is_refused_when_the_loop_is_made(tmp_path, monkeypa
     with pytest.raises(ValueError, match=r"summary_dir='hdfs://nn/logs' has the protocol"):
         spt.TrainLoop(max_epoch=1, summary_dir='hdfs://nn/logs')
     assert os.listdir(tmp_path) == []
+
+
+def test_a_missing_package_names_the_extra_when_the_loop_is_made(tmp_path, monkeypatch):
+    import importlib.util
+    if importlib.util.find_spec('gcsfs') is not None:
+        pytest.skip('gcsfs is installed here')
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(spt.storage.StorageUnavailableError, match=r'tfsnippet\[gcs\]'):
+        spt.TrainLoop(max_epoch=1, summary_dir='gs://bucket/logs')
+    assert os.listdir(tmp_path) == []
