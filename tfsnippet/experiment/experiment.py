@@ -790,7 +790,11 @@ class Experiment(Generic[_C]):
         try:
             data: bytes = self._run_location.fs.cat_file(self._run_location.join(name).path)
         except FileNotFoundError:
-            return None
+            return None   # a missing bucket too: said when the block is entered
+        except PermissionError as e:
+            raise ValueError(f'`root`={self._root!r}: the credentials were refused ({e})') from e
+        except OSError as e:
+            raise ValueError(f'`root`={self._root!r} cannot be reached ({e})') from e
         return data.decode('utf-8', errors='replace')
 
     def _start_staging(self) -> None:
