@@ -236,7 +236,7 @@ WORKER = textwrap.dedent('''
 ''')
 
 
-def test_four_jobs_writing_one_root_at_once_lose_nothing(s3_bucket, tmp_path):
+def test_four_jobs_writing_one_root_at_once_lose_nothing(s3_bucket, tmp_path, capsys):
     # four processes started together (not threads): each its own S3 client
     root = f'{s3_bucket}/runs'
     script = tmp_path / 'job.py'
@@ -271,6 +271,14 @@ def test_four_jobs_writing_one_root_at_once_lose_nothing(s3_bucket, tmp_path):
     assert [line.split()[:5] for line in lines[2:4]] == [
         ['job2', 'job2', 'completed', '3', '2'], ['job3', 'job3', 'completed', '3', '3']]
     assert lines[-1] == '(2 runs)'
+    assert main([root, 'show', 'job3', '--epochs']) == 0
+    assert main([root, 'compare', 'job0', 'job1', 'job2', 'job3']) == 0
+    out = capsys.readouterr().out
+    assert 'results.final' in out and 'seed' in out
+    assert main([root, 'export', '--csv']) == 0
+    table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert sorted((r['run_id'], r['config.seed'], r['results.final']) for r in table) == [
+        (f'job{i}', str(i), str(i * 10.)) for i in range(4)]
 
 
 def test_show_compare_and_export_on_a_url(s3_bucket, capsys):
