@@ -74,3 +74,27 @@ def test_recorded_epochs_are_the_printed_statistics_and_the_run_resumes(
     assert (row.status, row.best, row.results) == (
         'completed', {'valid_loss': pytest.approx(1 / 9)}, {'test_loss': 18.})
     assert row.flat_config == {'max_epoch': 3, 'lr': 0.5}
+
+
+def test_a_run_under_an_s3_root_records_into_the_bucket_and_resumes_from_it(
+        session, s3_bucket, tmp_path, monkeypatch, fake_clock):
+    # the twin of tests/storage/test_experiment_s3.py's loop test
+    from tests.storage.test_experiment_s3 import checkpoints_of_run
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv('TFSNIPPET_CACHE_DIR', str(tmp_path / 'cache'))
+    root = f'{s3_bucket}/runs'
+    w, step_op, loss = make_job(session)
+    lines = []
+    with spt.Experiment(RunConfig, root=root, name='g', args=[], hparams=False) as exp:
+        train(exp, session, w, step_op, loss, lines, fake_clock)
+    [row] = spt.results.query(root)
+    assert (row.status, row.epoch, row.step, row.results) == ('completed', 2, 6,
+                                                              {'test_loss': 12.})
+    assert checkpoints_of_run(root, 'g', tmp_path)
+    session.run(v1.assign(w, -100.))
+    resumed = []
+    with spt.Experiment(RunConfig, root=root, name='g', args=['--max_epoch', '3'],
+                        hparams=False) as exp:
+        loop = train(exp, session, w, step_op, loss, resumed, fake_clock)
+    assert resumed[0].startswith('Resume training: epoch 2, step 6')
+    assert (loop.epoch, session.run(w)) == (3, 9.)

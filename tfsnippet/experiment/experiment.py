@@ -11,14 +11,17 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
+from ..storage import Location, check_bucket, resolve
 from ..utils.files import write_json
 from ..utils.status import PREEMPTED_EXIT_CODE, status_of_exit
 from ..utils.text import close_matches_hint, typed_repr
@@ -29,7 +32,8 @@ from .mlflow_mirror import mlflow_mirror_of
 from .run_ids import default_run_id
 from .run_files import (ConsoleCopy, Tee, cli_value, git_info, hparams_event_files, json_float,
                         package_versions, read_saved_config)
-from .sinks import StoreSink, check_sinks, report_sink_error
+from .remote import RunRecordWriter, read_remote_run
+from .sinks import RecordsSink, StoreSink, check_sinks, report_sink_error
 from .store import ResultsStore, flatten_config
 
 __all__ = ['Experiment', 'RunResults', 'current_experiment', 'PREEMPTED_EXIT_CODE',
@@ -166,6 +170,20 @@ class Experiment(Generic[_C]):
     note naming the saved values of the fields the command line changed
     (``--hidden 64``), to pass instead.
 
+    **A root on object storage** (``root='s3://bucket/runs'``, ``gs://...``;
+    ``pip install "tfsnippet[s3]"`` or ``"tfsnippet[gcs]"``): the run's
+    files are written into a local staging folder and uploaded whole under
+    ``<root>/<run_id>/`` (``config.json`` and ``run.json`` at the start,
+    ``result.json`` at each update, ``console.log`` at each heartbeat and
+    everything at the end), and what a SQLite store would hold is written
+    as the run's own numbered record objects, which
+    :func:`tfsnippet.results.query` and ``python -m tfsnippet.results``
+    read into a local index (see :mod:`tfsnippet.experiment.remote`: no
+    object is shared between runs, so any number of jobs may write under
+    one root at once).  :attr:`checkpoint_dir` is the run's URL.  A URL
+    of an unknown protocol, or whose package is missing, is refused when
+    the Experiment is made; a bucket that does not exist, when it is entered.
+
     **Several workers** (``TF_CONFIG`` or SLURM, see
     :func:`~tfsnippet.distributed.cluster_info`): only the chief writes
     files, the store and the sinks; other workers parse the same config and
@@ -183,7 +201,8 @@ class Experiment(Generic[_C]):
         config_or_class: A :class:`~tfsnippet.Config` subclass or dataclass
             (or an instance: updated in place, except on resume, where
             :attr:`config` is a new instance holding the saved values).
-        root: The directory of the runs and their results store.
+        root: The directory of the runs and their results store, or a URL
+            (``s3://bucket/runs``) under which each run writes its objects.
         name: The run's id and directory name (letters, digits, ``._-``);
             by default the id the job's workers share, else (one process)
             a new id from the time and a random suffix.  An existing run of
@@ -219,9 +238,12 @@ class Experiment(Generic[_C]):
     Raises:
         TypeError: An argument has the wrong type.
         ValueError: `name` is malformed or missing under several workers
-            that share no run id, or a saved config no longer
-            matches the config class; when entered, `root` is not a
-            writable directory.
+            that share no run id, a saved config no longer matches the
+            config class, or `root` is a URL of an unknown protocol; when
+            entered, `root` is not a writable directory, or its bucket does
+            not exist or refuses the credentials.
+        ~tfsnippet.storage.StorageUnavailableError: `root` is a URL whose
+            package (``s3fs``, ``gcsfs``) is not installed.
         SystemExit: Parsing the command line failed (code 2, with the usage
             and the problem on standard error; also for a malformed
             ``--resume`` id or one that names no run of `root`) or ``--help``.
@@ -243,9 +265,11 @@ class Experiment(Generic[_C]):
             raise TypeError('`config_or_class` must be a Config subclass, a dataclass, or an '
                             f'instance of one, got {typed_repr(config_or_class)}')
         if not isinstance(root, (str, os.PathLike)):
-            raise TypeError(f'`root` must be a directory path, got {typed_repr(root)}')
+            raise TypeError(f'`root` must be a directory path or a URL, got {typed_repr(root)}')
         if not os.fspath(root):
-            raise ValueError('`root` must be a directory path, got \'\'')
+            raise ValueError('`root` must be a directory path or a URL, got \'\'')
+        # a URL of an unknown protocol, or whose package is missing, is refused here
+        self._location: Location = resolve(root, argument='root')
         if name is not None:
             _check_run_name(name, '`name`')
         if args is not None and (isinstance(args, str) or not all(
@@ -273,7 +297,7 @@ class Experiment(Generic[_C]):
             from ..distributed import cluster_info
             is_chief = cluster_info().is_chief
         self._is_chief = _check_flag(is_chief, 'is_chief')
-        self._root = os.path.abspath(os.fspath(root))
+        self._root = self._location.url
 
         argv = list(sys.argv[1:] if args is None else args)
         parser = argparse.ArgumentParser(description=class_summary(cls), allow_abbrev=False)
@@ -293,16 +317,27 @@ class Experiment(Generic[_C]):
                                  f'give one of them')
         self._run_id = resume or name or default_run_id()
         self._name = self._run_id
-        self._run_dir = os.path.join(self._root, self._run_id)
-        saved_path = os.path.join(self._run_dir, CONFIG_FILE)
-        if resume is not None and not os.path.isfile(saved_path):
-            close = _close_runs(self._root, resume)
+        self._run_location = self._location.join(self._run_id)
+        self._run_dir = self._run_location.url
+        # where the run's files are written: the run directory, or for a URL root a
+        # local staging folder (made when the block is entered) uploaded from
+        self._files_dir = self._run_dir if self._location.is_local else ''
+        if self._location.is_local:
+            saved_path = os.path.join(self._run_dir, CONFIG_FILE)
+            saved_text = None   # read_saved_config reads the file
+            found = os.path.isfile(saved_path)
+        else:
+            saved_path = f'{self._run_dir}/{CONFIG_FILE}'
+            saved_text = self._read_remote_file(CONFIG_FILE)
+            found = saved_text is not None
+        if resume is not None and not found:
+            close = _close_runs(self._location, resume)
             parser.error(f'`--resume`: no run {resume!r} in {self._root!r} (no '
-                         f'{os.path.join(resume, CONFIG_FILE)}){close}')
-        self._resumed = os.path.isfile(saved_path)
+                         f'{resume}/{CONFIG_FILE}){close}')
+        self._resumed = found
         self._overrides: dict[str, tuple[Any, Any]] = {}
         if self._resumed:
-            saved = read_saved_config(saved_path, cls, self._run_id)
+            saved = read_saved_config(saved_path, cls, self._run_id, text=saved_text)
             config = parse_config(config_from_dict(cls, saved), argv, parser=parser)
             before, after = flatten_config(saved, check=False), flatten_config(
                 config_to_dict(config), check=False)
@@ -314,7 +349,7 @@ class Experiment(Generic[_C]):
         self._argv = argv
         self._results = RunResults(self)
         self._store: ResultsStore | None = None
-        self._store_sink: StoreSink | None = None
+        self._store_sink: StoreSink | RecordsSink | None = None
         self._multi: Any = None   # a MultiSink of the started sinks, while the block is open
         self._console: ConsoleCopy | None = None
         self._saved_streams: tuple[Any, Any] | None = None
@@ -344,18 +379,19 @@ class Experiment(Generic[_C]):
 
     @property
     def root(self) -> str:
-        """The directory of the runs and of their results store (absolute)."""
+        """The directory of the runs and of their results store (absolute), or
+        the root's URL (``s3://bucket/runs``)."""
         return self._root
 
     @property
     def run_dir(self) -> str:
-        """The run's directory, ``<root>/<run_id>``."""
+        """The run's directory, ``<root>/<run_id>`` (a URL under a URL root)."""
         return self._run_dir
 
     @property
     def checkpoint_dir(self) -> str:
         """Where the run's TrainLoop checkpoints (its ``checkpoint/`` subdirectory):
-        the run directory."""
+        the run directory (under a URL root, the run's URL)."""
         return self._run_dir
 
     @property
@@ -399,7 +435,9 @@ class Experiment(Generic[_C]):
 
     @property
     def store(self) -> ResultsStore | None:
-        """The results store while the block is open (the chief only), else ``None``."""
+        """The results store while the block is open (the chief only, under a
+        local root), else ``None``: under a URL root the run writes its records
+        as objects, read back by :func:`tfsnippet.results.query`."""
         return self._store
 
     def __repr__(self) -> str:
@@ -411,6 +449,8 @@ class Experiment(Generic[_C]):
             raise RuntimeError('An Experiment can be entered only once; make a new one to '
                                'resume the run')
         self._entered = True
+        if not self._location.is_local:
+            check_bucket(self._location, 'root')   # a missing bucket fails here, on every worker
         if self._is_chief:
             self._start()
         self._status = 'running'
@@ -467,6 +507,7 @@ class Experiment(Generic[_C]):
         if self._store is not None:
             self._store.close()
             self._store = None
+        self._drop_staging()
         if isinstance(exc, Exception):
             instead = ' '.join(f'--{k} {cli_value(old)}' for k, (old, _) in
                                self._overrides.items())
@@ -485,14 +526,17 @@ class Experiment(Generic[_C]):
                 print(note, file=sys.stderr)
 
     def _start(self) -> None:
-        self._store = ResultsStore(self._root, stale_after=self._stale_after)
-        try:
-            os.makedirs(self._run_dir, exist_ok=True)
-        except OSError as e:
-            self._store.close()
-            self._store = None
-            raise ValueError(f'`root` is not a writable directory: cannot create the run '
-                             f'directory {self._run_dir!r} ({e.strerror or e})') from e
+        if self._location.is_local:
+            self._store = ResultsStore(self._root, stale_after=self._stale_after)
+            try:
+                os.makedirs(self._run_dir, exist_ok=True)
+            except OSError as e:
+                self._store.close()
+                self._store = None
+                raise ValueError(f'`root` is not a writable directory: cannot create the run '
+                                 f'directory {self._run_dir!r} ({e.strerror or e})') from e
+        else:
+            self._start_staging()
         try:
             self._info = self._collect_info()
             if self._tee_wanted:
@@ -516,12 +560,15 @@ class Experiment(Generic[_C]):
         """Write the run's config, run.json and console copy; start the sinks."""
         from ..scaffold.metrics.sinks import MultiSink
         config = config_to_dict(self._config)
-        write_json(os.path.join(self._run_dir, CONFIG_FILE), config)
-        write_json(os.path.join(self._run_dir, RUN_FILE), self._info)
+        write_json(os.path.join(self._files_dir, CONFIG_FILE), config)
+        write_json(os.path.join(self._files_dir, RUN_FILE), self._info)
+        self._upload(CONFIG_FILE, RUN_FILE)
         if self._console is not None:
-            self._console.open(os.path.join(self._run_dir, CONSOLE_FILE))
-        assert self._store is not None
-        self._store_sink = StoreSink(self._store)
+            self._console.open(os.path.join(self._files_dir, CONSOLE_FILE))
+        if self._store is not None:
+            self._store_sink = StoreSink(self._store)
+        else:
+            self._store_sink = RecordsSink(RunRecordWriter(self._run_location))
         sinks = [self._store_sink, *self._sinks]
         if self._hparams_wanted:
             sinks.append(self._hparams_sink())
@@ -534,18 +581,29 @@ class Experiment(Generic[_C]):
         give way to it (TensorBoard keeps the first session start of a run directory:
         `--max_epoch 6` then shows 6), and it repeats their best values and results."""
         from .hparams import HParamsSink
-        sink = HParamsSink(self._run_dir)
+        sink = HParamsSink(self._files_dir)
         if self._resumed:
-            assert self._store is not None
-            for path in hparams_event_files(self._run_dir):
+            for path in hparams_event_files(self._files_dir):
                 try:
                     os.remove(path)
                 except OSError:
                     pass
-            try:
-                row = self._store.get_run(self._run_id)
-            except (KeyError, ValueError):
-                return sink
+                if not self._location.is_local:   # its uploaded copy goes too
+                    try:
+                        self._run_location.fs.rm_file(
+                            self._run_location.join(os.path.basename(path)).path)
+                    except OSError:
+                        pass
+            if self._store is not None:
+                try:
+                    row = self._store.get_run(self._run_id)
+                except (KeyError, ValueError):
+                    return sink
+            else:
+                found = read_remote_run(self._run_location, self._run_id)
+                if found is None:
+                    return sink
+                row = found
             sink.carry_over(row.best, row.results, row.step or 0)
         return sink
 
@@ -569,7 +627,7 @@ class Experiment(Generic[_C]):
                 if exc is not None and status == 'failed':
                     self._info['error'] = f'{type(exc).__name__}: {exc}'
                 try:
-                    write_json(os.path.join(self._run_dir, RUN_FILE), self._info)
+                    write_json(os.path.join(self._files_dir, RUN_FILE), self._info)
                 except OSError as e:   # never hide the exception leaving the block
                     warnings.warn(f'Could not write the final status of run {self._run_id!r} '
                                   f'into {RUN_FILE}: {e}', RuntimeWarning, stacklevel=3)
@@ -579,6 +637,13 @@ class Experiment(Generic[_C]):
             if self._store is not None:
                 self._store.close()
                 self._store = None
+            if self._info and not self._location.is_local:
+                try:   # every file of the run, whole (an object store cannot append)
+                    self._upload(*sorted(os.listdir(self._files_dir)))
+                except OSError as e:   # never hide the exception leaving the block
+                    warnings.warn(f'Could not upload the files of run {self._run_id!r} to '
+                                  f'{self._run_dir}: {e}', RuntimeWarning, stacklevel=3)
+            self._drop_staging()
 
     # ---------------------------------------------------------------- recording
     def _start_sink(self, sink: Any, *args: Any) -> bool:
@@ -630,7 +695,7 @@ class Experiment(Generic[_C]):
             if self._multi is not None:
                 self._multi.write_results(dict(values))
             merged = {**self._results, **values}
-            path = os.path.join(self._run_dir, RESULT_FILE)
+            path = os.path.join(self._files_dir, RESULT_FILE)
             if self._resumed and not self._results and os.path.isfile(path):
                 try:
                     with open(path, encoding='utf-8') as f:
@@ -638,6 +703,7 @@ class Experiment(Generic[_C]):
                 except (OSError, ValueError):
                     pass
             write_json(path, {k: json_float(v) for k, v in merged.items()})
+            self._upload(RESULT_FILE)
 
     def add_artifact(self, path: str) -> None:
         """Hand the file or directory `path` to the sinks that keep artifacts (MLflow)
@@ -651,7 +717,7 @@ class Experiment(Generic[_C]):
             self._artifacts.append(path)
 
     def _artifact_paths(self) -> list[str]:
-        out = [os.path.join(self._run_dir, f) for f in (CONFIG_FILE, CONSOLE_FILE, RESULT_FILE)]
+        out = [os.path.join(self._files_dir, f) for f in (CONFIG_FILE, CONSOLE_FILE, RESULT_FILE)]
         for path in self._artifacts:
             out.append(path)
             stem = path[:-len('.weights.h5')] if path.endswith('.weights.h5') else None
@@ -665,6 +731,12 @@ class Experiment(Generic[_C]):
             multi, store_sink = self._multi, self._store_sink
             if multi is not None and store_sink is not None:
                 multi.call(store_sink, 'heartbeat')
+                if not self._location.is_local and self._console is not None:
+                    self._console.flush()
+                    try:   # the console so far: a killed run keeps it up to here
+                        self._upload(CONSOLE_FILE)
+                    except OSError:
+                        pass
 
     def _heartbeat_loop(self) -> None:
         while not self._heartbeat_stop.wait(self._heartbeat_secs):
@@ -688,7 +760,7 @@ class Experiment(Generic[_C]):
     # ---------------------------------------------------------------- files
     def _collect_info(self) -> dict[str, Any]:
         previous: list[Any] = []
-        path = os.path.join(self._run_dir, RUN_FILE)
+        path = os.path.join(self._files_dir, RUN_FILE)
         if self._resumed and os.path.isfile(path):
             try:
                 with open(path, encoding='utf-8') as f:
@@ -712,6 +784,50 @@ class Experiment(Generic[_C]):
             'versions': package_versions(), **git, 'resumed': self._resumed,
             'started': now, 'starts': [*previous, start],
         }
+
+    def _read_remote_file(self, name: str) -> str | None:
+        """The text of the object `name` of a URL root's run, or ``None`` if there is none."""
+        try:
+            data: bytes = self._run_location.fs.cat_file(self._run_location.join(name).path)
+        except FileNotFoundError:
+            return None   # a missing bucket too: said when the block is entered
+        except PermissionError as e:
+            raise ValueError(f'`root`={self._root!r}: the credentials were refused ({e})') from e
+        except OSError as e:
+            raise ValueError(f'`root`={self._root!r} cannot be reached ({e})') from e
+        return data.decode('utf-8', errors='replace')
+
+    def _start_staging(self) -> None:
+        """Make the local folder of a URL root's run files; on resume, bring down
+        the files that are extended (run.json, result.json, console.log, HParams)."""
+        self._files_dir = tempfile.mkdtemp(prefix=f'tfsnippet-run-{self._run_id}-')
+        if not self._resumed:
+            return
+        fs = self._run_location.fs
+        try:
+            names = [p.rstrip('/').rsplit('/', 1)[-1]
+                     for p in fs.ls(self._run_location.path, detail=False)]
+        except FileNotFoundError:
+            names = []
+        for name in names:
+            if name in (RUN_FILE, RESULT_FILE, CONSOLE_FILE) or name.startswith(
+                    'events.out.tfevents.'):
+                fs.get_file(self._run_location.join(name).path,
+                            os.path.join(self._files_dir, name))
+
+    def _upload(self, *names: str) -> None:
+        """Upload the staged files `names` whole to the run's URL (nothing for a local root)."""
+        if self._location.is_local or not self._files_dir:
+            return
+        for name in names:
+            path = os.path.join(self._files_dir, name)
+            if os.path.isfile(path):
+                self._run_location.fs.put_file(path, self._run_location.join(name).path)
+
+    def _drop_staging(self) -> None:
+        if not self._location.is_local and self._files_dir:
+            shutil.rmtree(self._files_dir, ignore_errors=True)
+            self._files_dir = ''
 
     def _start_tee(self) -> None:
         self._console = ConsoleCopy()
@@ -783,10 +899,14 @@ def _check_flag(value: Any, name: str) -> bool:
     return value
 
 
-def _close_runs(root: str, run_id: str) -> str:
+def _close_runs(root: Location, run_id: str) -> str:
     try:
-        runs = [d for d in os.listdir(root)
-                if os.path.isfile(os.path.join(root, d, CONFIG_FILE))]
+        if root.is_local:
+            runs = [d for d in os.listdir(root.path)
+                    if os.path.isfile(os.path.join(root.path, d, CONFIG_FILE))]
+        else:
+            runs = [p.rstrip('/').rsplit('/', 1)[-1]
+                    for p in root.fs.ls(root.path, detail=False)]
     except OSError:
         return ''
     return close_matches_hint(run_id, runs)

@@ -466,7 +466,10 @@ def query(root: str | os.PathLike[str] | ResultsStore, where: str | None = None,
         without the sort field come last, ties in the order runs started.
 
     Args:
-        root: The store's directory, or an open store.
+        root: The store's directory, an open store, or the URL of a root
+            of runs on object storage (``s3://bucket/runs``: its runs'
+            records are read into a local index first, see
+            :mod:`tfsnippet.experiment.remote`).
         where: An expression (see :func:`parse_where`); ``None`` or blank
             keeps every run.
         order_by: Sort keys (see :func:`parse_order_by`), ``-field`` for
@@ -479,7 +482,8 @@ def query(root: str | os.PathLike[str] | ResultsStore, where: str | None = None,
         and ``.results``.
 
     Raises:
-        ValueError: `root` holds no store; `where` or `order_by` has a syntax
+        ValueError: `root` holds no store (a URL: no run records, or its
+            bucket does not exist); `where` or `order_by` has a syntax
             error or names a field no run has (the message shows where, and
             suggests close names); `limit` is negative.
         TypeError: An argument has the wrong type.
@@ -493,7 +497,11 @@ def query(root: str | os.PathLike[str] | ResultsStore, where: str | None = None,
         else parse_where(where)
     text = where if isinstance(where, str) else ''
     keys = [] if order_by is None else parse_order_by(order_by)
-    store = root if isinstance(root, ResultsStore) else ResultsStore(root, create=False)
+    if isinstance(root, ResultsStore):
+        store = root
+    else:
+        from .remote import open_results_store
+        store = open_results_store(root)
     try:
         with store.snapshot() as conn:
             compiler = _Compiler(store.fields(conn), store.stale_before(), store.path)

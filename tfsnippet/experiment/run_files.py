@@ -112,10 +112,16 @@ def cli_value(value: Any) -> str:
     return shlex.quote(text)
 
 
-def read_saved_config(path: str, cls: type, run_id: str) -> dict[str, Any]:
+def read_saved_config(path: str, cls: type, run_id: str,
+                      text: str | None = None) -> dict[str, Any]:
+    """The saved config of a run at `path` (or its `text`, already read from an object
+    store), checked against the config class `cls`."""
     try:
-        with open(path, encoding='utf-8') as f:
-            saved = json.load(f)
+        if text is not None:
+            saved = json.loads(text)
+        else:
+            with open(path, encoding='utf-8') as f:
+                saved = json.load(f)
     except (OSError, ValueError) as e:
         raise ValueError(f'Cannot resume run {run_id!r}: its saved config {path!r} cannot be '
                          f'read ({e})') from e

@@ -17,9 +17,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..utils.status import FINISH_STATUSES
 from ..utils.text import typed_repr
-from .store import ResultsStore
+from .store import ResultsStore, _epoch_stats, _plain_config, _to_float, flatten_config
 
-__all__ = ['RunSink', 'StoreSink', 'SinkError', 'check_sinks', 'as_metric_sink',
+__all__ = ['RunSink', 'StoreSink', 'RecordsSink', 'SinkError', 'check_sinks', 'as_metric_sink',
            'report_sink_error', 'FINISH_STATUSES']
 
 
@@ -275,6 +275,86 @@ class StoreSink(_EpochBuffer):
 
     def __repr__(self) -> str:
         return f'StoreSink({self._store.root!r})'
+
+
+class RecordsSink(_EpochBuffer):
+    """The built-in sink of a run under an object-store root: its records as
+    numbered objects (see :mod:`tfsnippet.experiment.remote`).
+
+    Like :class:`StoreSink`, it keeps the statistics of each epoch and the
+    best values, and :meth:`flush` writes them as one object; results and
+    the final status are written at once.  Values are checked as the store
+    checks them, so the records always replay.
+
+    Args:
+        writer: The run's :class:`~tfsnippet.experiment.remote.RunRecordWriter`.
+    """
+
+    def __init__(self, writer: Any) -> None:
+        super().__init__()
+        self._writer = writer
+
+    def start(self, run_id: str, name: str, config: Mapping[str, Any],
+              info: Mapping[str, Any]) -> None:
+        flatten_config(config)   # the store's checks: a bad config fails here, not at replay
+        meta = {k: v for k, v in info.items() if k not in ('run_id', 'name', 'status')}
+        self._writer.write(['start', name, _plain_config(config), meta])
+        self._writer.heartbeat()
+
+    def write_results(self, values: Mapping[str, float]) -> None:
+        """Write final results now."""
+        self._writer.write(['results', _checked_values(values)])
+
+    def flush(self) -> None:
+        """Write the kept epochs and best values as one record (or a heartbeat)."""
+        epochs, best = self._take()
+        ops: list[list[Any]] = []
+        if epochs:
+            rows = []
+            for step, epoch, stats in epochs:
+                checked = {}
+                for name, value in stats.items():
+                    mean, std, count = _epoch_stats(name, value)
+                    checked[name] = {'mean': float('nan') if mean is None else mean,
+                                     'std': std, 'count': count}
+                rows.append([int(step), int(epoch), checked])
+            ops.append(['epochs', rows])
+        if best:
+            ops.append(['best', _checked_values(best)])
+        if ops:
+            self._writer.write(*ops)
+        else:
+            self._writer.heartbeat()
+
+    def close(self, status: str) -> None:
+        """Write what is kept, then the run's final status."""
+        try:
+            self.flush()
+        finally:
+            self.finish(status)
+
+    def heartbeat(self) -> None:
+        """Show the run is alive (rewrites its heartbeat object)."""
+        self._writer.heartbeat()
+
+    def finish(self, status: str) -> None:
+        self._writer.write(['status', status])
+        self._writer.heartbeat()
+
+    def __repr__(self) -> str:
+        return f'RecordsSink({self._writer.location.url!r})'
+
+
+def _checked_values(values: Mapping[str, Any]) -> dict[str, float]:
+    if not isinstance(values, Mapping):
+        raise TypeError(f'`values` must be a mapping, got {typed_repr(values)}')
+    out = {}
+    for name, value in values.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f'`values` names must be non-empty str, got {typed_repr(name)}')
+        number = _to_float(value, f'values[{name!r}]')
+        out[name] = float('nan') if number is None else number
+    return out
 
 
 def check_sinks(sinks: Any) -> list[Any]:

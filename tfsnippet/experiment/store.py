@@ -173,6 +173,12 @@ class ResultsStore:
         if not callable(clock):
             raise TypeError(f'`clock` must be a callable returning seconds, '
                             f'got {typed_repr(clock)}')
+        from ..storage import is_url
+        if is_url(os.fspath(root)):
+            raise ValueError(f'`root` must be a local directory for a ResultsStore (SQLite '
+                             f'cannot live on an object store), got {os.fspath(root)!r}: read '
+                             f'the runs of a URL with `tfsnippet.results.query(url)` or '
+                             f'`tfsnippet.experiment.remote.open_results_store(url)`')
         self._root = os.path.abspath(os.fspath(root))
         self._path = os.path.join(self._root, DB_FILENAME)
         self._stale_after = float(stale_after)
@@ -417,6 +423,13 @@ class ResultsStore:
             conn.executemany('INSERT INTO config (run_id, key, value) VALUES (?, ?, ?)',
                              [(run_id, k, _sql_config_value(v)) for k, v in flat.items()])
             self._register_fields(conn, 'config', flat)
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run and everything recorded of it (nothing if there is no such run)."""
+        _check_id(run_id)
+        with self._write() as conn:
+            for table in ('runs', 'config', 'epochs', 'metrics', 'best', 'results'):
+                conn.execute(f'DELETE FROM {table} WHERE run_id = ?', (run_id,))
 
     def heartbeat(self, run_id: str) -> None:
         """Show that a run is alive (any other write to it does too).

@@ -12,7 +12,9 @@ from typing import IO, Any
 
 from ..experiment.query import (BoolOp, Comparison, Field, Node, Not, field_names,
                                 parse_order_by, parse_where, query)
-from ..experiment.store import ResultsStore, RunRow
+from ..experiment.remote import open_results_store
+from ..experiment.store import RunRow
+from ..storage import StorageUnavailableError
 from ..utils.text import close_matches_hint
 
 __all__ = ['main', 'format_table', 'format_value']
@@ -104,7 +106,7 @@ def _list(args: argparse.Namespace, out: IO[str]) -> None:
     rows = query(args.root, where=args.where, order_by=args.order_by, limit=args.limit)
     if args.columns is not None:
         extra = [c.strip() for c in args.columns.split(',') if c.strip()]
-        with ResultsStore(args.root, create=False) as store:
+        with open_results_store(args.root) as store:
             known = field_names(store.fields())
         for column in extra:
             if column.removeprefix('metrics.') not in known:
@@ -145,7 +147,7 @@ def _meta_for_show(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _show(args: argparse.Namespace, out: IO[str]) -> None:
-    with ResultsStore(args.root, create=False) as store:
+    with open_results_store(args.root) as store:
         row = store.get_run(args.run)
         epochs = store.epochs(args.run)
     age = store.now() - row.heartbeat
@@ -181,7 +183,7 @@ def _show(args: argparse.Namespace, out: IO[str]) -> None:
 
 
 def _compare(args: argparse.Namespace, out: IO[str]) -> None:
-    with ResultsStore(args.root, create=False) as store:
+    with open_results_store(args.root) as store:
         rows = [store.get_run(run_id) for run_id in args.runs]
     header = ['field'] + [r.run_id for r in rows]
     configs = [r.flat_config for r in rows]
@@ -251,7 +253,8 @@ _ORDER_HELP = ('sort by these fields, comma-separated; for descending order writ
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description='List, show, compare and export the runs of a results store.')
-    parser.add_argument('root', metavar='ROOT', help='the directory of the results store')
+    parser.add_argument('root', metavar='ROOT', help='the directory of the results store, or '
+                        'the URL of a root of runs on object storage (s3://bucket/runs)')
     commands = parser.add_subparsers(dest='command', metavar='COMMAND', required=True)
 
     p = commands.add_parser('list', help='one line per run')
@@ -301,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         args.handler(args, sys.stdout)
-    except ValueError as e:
+    except (ValueError, StorageUnavailableError) as e:
         print(f'{PROG}: error: {e}', file=sys.stderr)
         return 2
     return 0

@@ -7,12 +7,25 @@ tensors), serialized summaries from ``session.run`` and graphs, costs about
 ``tf.summary.create_file_writer`` works in eager mode only and writes
 scalars as tensors; ``tf.compat.v1.summary.FileWriter`` works in graph mode
 only.
+
+A `logdir` that is an object-store URL (``s3://bucket/logs``, ``gs://...``;
+see :func:`tfsnippet.storage.resolve`) is written into a local staging
+folder, and a background thread uploads each event file whole (an object
+store cannot append) at every flush, every `flush_secs`, and at close, so
+the loop never waits for the network.  TensorBoard reads the uploaded files
+as they are; a run killed between two uploads loses at most the events of
+those seconds.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
+import threading
 import time
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +34,7 @@ import tensorflow as tf
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
+from ..storage import Location, check_bucket, is_url, resolve
 from ..utils.events import NO_COUNTERS, Every
 from ..utils.validation import check_positive_int, check_positive_number
 
@@ -61,11 +75,71 @@ def _as_proto(value: Any, proto_type: Any, arg_name: str) -> Any:
         f'{type(value).__name__}')
 
 
+class _Uploader:
+    """Uploads the files of a local staging folder to a URL, whole, from a
+    background thread: when asked (:meth:`request`), every `interval` seconds,
+    and a last time at :meth:`close`.  A file is uploaded again only when its
+    size changed.  An upload error is warned about once; later uploads go on."""
+
+    def __init__(self, local_dir: str, location: Location, interval: float) -> None:
+        self._local = local_dir
+        self._location = location
+        self._interval = interval
+        self._sizes: dict[str, int] = {}
+        self._wake = threading.Event()
+        self._stopping = False
+        self._warned = False
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f'tfsnippet-summary-upload-{location.url}')
+        self._thread.start()
+
+    def request(self) -> None:
+        """Upload what changed soon (returns at once)."""
+        self._wake.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(self._interval)
+            self._wake.clear()
+            stopping = self._stopping
+            self.upload_changed()
+            if stopping:
+                return
+
+    def upload_changed(self) -> None:
+        try:
+            names = sorted(os.listdir(self._local))
+        except OSError:
+            return
+        for name in names:
+            path = os.path.join(self._local, name)
+            try:
+                size = os.path.getsize(path)
+                if self._sizes.get(name) == size:
+                    continue
+                self._location.fs.put_file(path, self._location.join(name).path)
+                self._sizes[name] = size
+            except Exception as e:  # noqa: BLE001 - a failed upload never stops training
+                if not self._warned:
+                    self._warned = True
+                    warnings.warn(f'Could not upload the event file {name!r} to '
+                                  f'{self._location.url}: {e} (retried at the next flush)',
+                                  RuntimeWarning, stacklevel=2)
+
+    def close(self) -> None:
+        """Upload what changed a last time, and stop the thread."""
+        self._stopping = True
+        self._wake.set()
+        self._thread.join()
+
+
 class SummaryWriter:
     """Writes TensorBoard event files; works in graph and eager mode.
 
     Args:
-        logdir: The directory of the event files (created if needed).
+        logdir: The directory of the event files (created if needed), or an
+            object-store URL (event files are staged locally and uploaded in
+            the background, see the module's description).
         flush_secs: Flush the queued events at least this often.
         max_queue: Queue this many events before writing them.
 
@@ -80,13 +154,28 @@ class SummaryWriter:
             raise ValueError(f'`logdir` must be a directory path, got {logdir!r}')
         flush_secs = check_positive_number(flush_secs, 'flush_secs')
         max_queue = check_positive_int(max_queue, 'max_queue')
-        self._writer = EventFileWriter(logdir, max_queue_size=max_queue, flush_secs=flush_secs)
+        self._remote: Location | None = None
+        if is_url(logdir):
+            self._remote = resolve(logdir, argument='logdir')
         self._options = (logdir, max_queue, flush_secs)
+        self._uploader: _Uploader | None = None
+        self._staging = ''
+        self._writer = self._open()
         self._closed = False
+
+    def _open(self) -> EventFileWriter:
+        logdir, max_queue, flush_secs = self._options
+        if self._remote is None:
+            return EventFileWriter(logdir, max_queue_size=max_queue, flush_secs=flush_secs)
+        self._staging = tempfile.mkdtemp(prefix='tfsnippet-summaries-')
+        self._uploader = _Uploader(self._staging, self._remote, flush_secs)
+        return EventFileWriter(self._staging, max_queue_size=max_queue, flush_secs=flush_secs)
 
     @property
     def logdir(self) -> str:
-        """The directory of the event files."""
+        """The directory of the event files (the URL for an object store)."""
+        if self._remote is not None:
+            return self._remote.url
         return self._writer.get_logdir()
 
     def _add(self, step: int, wall_time: float | None = None, **fields: Any) -> None:
@@ -161,9 +250,7 @@ class SummaryWriter:
         """Open a new event file in the same directory after :meth:`close` (no-op
         while open), as ``tf.compat.v1.summary.FileWriter.reopen`` does."""
         if self._closed:
-            logdir, max_queue, flush_secs = self._options
-            self._writer = EventFileWriter(logdir, max_queue_size=max_queue,
-                                           flush_secs=flush_secs)
+            self._writer = self._open()
             self._closed = False
 
     def _check_open(self) -> None:
@@ -171,21 +258,44 @@ class SummaryWriter:
             raise RuntimeError('This SummaryWriter has been closed')
 
     def flush(self) -> None:
-        """Write the queued events to disk."""
+        """Write the queued events to disk (for a URL: and upload them, in the background)."""
         if not self._closed:
             self._writer.flush()
+            if self._uploader is not None:
+                self._uploader.request()
 
     def close(self) -> None:
-        """Flush and close the event file; later writes raise."""
+        """Flush and close the event file (for a URL: upload it, and wait for that);
+        later writes raise."""
         if not self._closed:
             self._closed = True
             self._writer.close()
+            if self._uploader is not None:
+                self._uploader.close()
+                self._uploader = None
+                shutil.rmtree(self._staging, ignore_errors=True)
 
     def __enter__(self) -> SummaryWriter:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def check_summary_dir(summary_dir: str, arg_name: str = 'summary_dir') -> None:
+    """Check that event files can be written to `summary_dir`: a local folder
+    (made if needed) or an object-store URL whose bucket exists.
+
+    Raises:
+        ValueError: The folder cannot be written, the URL's protocol is
+            unknown, or its bucket does not exist or refuses the credentials.
+        ~tfsnippet.storage.StorageUnavailableError: The URL's package is not installed.
+    """
+    from ..utils.files import check_writable_dir
+    if is_url(summary_dir):
+        check_bucket(resolve(summary_dir, argument=arg_name), arg_name)
+    else:
+        check_writable_dir(summary_dir, arg_name)
 
 
 def check_summary_writer(writer: Any, arg_name: str = 'summary_writer') -> Any:

@@ -10,7 +10,7 @@ from tensorboard.compat.proto import summary_pb2
 
 from ...backend.values import ReplicaValue, to_host_values
 from ...utils.events import Every
-from ...utils.files import check_writable_dir
+from ...storage import is_url, resolve
 from ...tfops.tf_vars import variable_name
 from ...utils.validation import check_positive_int
 from ...tfops.var_io import read_variables
@@ -20,7 +20,7 @@ from ..metrics.values import to_float
 from ..summary_collector import histogram_summary
 from ..summary_writer import (BUFFER_LIMIT, DEFAULT_SUMMARY_SKIP_PATTERN, STEPS_PER_SEC_TAG,
                               CommitSchedules, SummaryWriter, as_summary_proto,
-                              check_skip_pattern, check_summary_writer)
+                              check_skip_pattern, check_summary_dir, check_summary_writer)
 from .base import LoopComponent
 
 __all__ = ['SummaryLogger', 'SUMMARY_STREAMS']
@@ -84,6 +84,9 @@ class SummaryLogger(LoopComponent, MetricSink):
         self._stream = stream
         if graph is not None and not hasattr(graph, 'as_graph_def'):
             raise TypeError(f'`summary_graph` must be a tf.Graph, got {graph!r}')
+        if summary_dir is not None and is_url(summary_dir):
+            # an unknown protocol or a missing package fails here, never a local folder
+            resolve(summary_dir, argument='summary_dir')
         self._summary_dir = summary_dir
         self._writer = summary_writer
         self._owns_writer = False
@@ -197,7 +200,7 @@ class SummaryLogger(LoopComponent, MetricSink):
             return
         if self._writer is None:
             assert self._summary_dir is not None   # one of the two is given
-            check_writable_dir(self._summary_dir, 'summary_dir')
+            check_summary_dir(self._summary_dir, 'summary_dir')
             self._writer = SummaryWriter(self._summary_dir)
             self._owns_writer = True
         if self._graph is not None:
