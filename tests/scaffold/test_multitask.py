@@ -166,3 +166,45 @@ def test_interleaved_flows_resume_exactly_mid_epoch(style, tmp_path, mode):
     if mode == 'together':
         # both tasks' valid losses were the step: the per-task bests resumed
         assert tasks.best == {'digit': 1., 'coarse': 1.}
+
+
+# ----------------------------------------------------------------- strategy
+def test_under_two_workers_each_task_flow_is_sharded_with_its_own_seed():
+    from tests.scaffold.test_loop_strategy import FakeTwoWorkerBackend, distribution_of
+    from tfsnippet.dataflows import ShardedFlow
+
+    def make(shuffle=False, digit_batch=4):
+        return spt.DataFlow.tasks({
+            'digit': spt.DataFlow.arrays([np.arange(16.)], digit_batch, shuffle=shuffle,
+                                         random_state=1),
+            'coarse': spt.DataFlow.arrays([np.arange(100., 116.)], 8, shuffle=shuffle,
+                                          random_state=2)},
+            mode='weighted', weights=[1, 1], epoch=4, random_state=5)
+
+    with spt.TrainLoop(max_epoch=1) as loop:
+        dist = distribution_of(loop, FakeTwoWorkerBackend(worker_index=1))
+        try:
+            out = dist.distribute_data(make())
+            assert isinstance(out, spt.dataflows.MultiTaskFlow) and out.tasks == ('digit', 'coarse')
+            sharded = {t: f.source for t, f in out.flows.items()}
+            assert all(isinstance(f, ShardedFlow) and f.worker_index == 1 and f.num_workers == 2
+                       for f in sharded.values())
+            # worker 1 serves the second half of each global batch
+            assert [b[0].tolist() for b in sharded['coarse']] == [[104., 105., 106., 107.],
+                                                                 [112., 113., 114., 115.]]
+            # a task's flow that cannot be distributed is named
+            with pytest.raises(ValueError, match=r"Task 'digit' of the MultiTaskFlow: The "
+                                                 r"DataFlow given to `iter_steps\(\)` has "
+                                                 r"batches of 6 rows"):
+                dist.distribute_data(make(digit_batch=6))
+            # shuffled task flows take the seeds saved for their task when resuming
+            shuffled = make(shuffle=True)
+            saved = {'served': 0, 'turn': 0, 'ended': [], 'rng': {}, 'flows': {
+                'digit': {'start': {'epoch': 2, 'seed': 111}, 'served': 0},
+                'coarse': {'start': {'epoch': 0, 'seed': 222}, 'served': 0}}}
+            loop.progress.flow_states = [saved]
+            out = dist.distribute_data(shuffled)
+            assert {t: f.source.seed for t, f in out.flows.items()} == {'digit': 111,
+                                                                          'coarse': 222}
+        finally:
+            dist.detach()
