@@ -38,7 +38,7 @@ B0, B1, B2 = [10, 11], [12, 13], [14, 15]
 # ----------------------------------------------------------------- modes and epochs
 def test_together_shortest_ends_with_the_shortest_flow_and_restarts_every_flow():
     flow = DataFlow.tasks(flows())
-    assert isinstance(flow, MultiTaskFlow) and flow.tasks == ('a', 'b')
+    assert isinstance(flow, MultiTaskFlow) and flow.task_names == ('a', 'b')
     assert epochs(flow) == [[{'a': A0, 'b': B0}, {'a': A1, 'b': B1}]] * 2
 
 
@@ -168,7 +168,7 @@ def test_the_position_is_plain_data_with_one_position_per_flow():
 def test_map_flows_keeps_the_tasks_mode_and_drawing():
     flow = make('weighted', 9)
     mapped = flow.map_flows(lambda name, f: f.map(lambda x: (x * 10,)))
-    assert (mapped.tasks, mapped.mode, mapped.epoch_rule) == (flow.tasks, 'weighted', 9)
+    assert (mapped.task_names, mapped.mode, mapped.epoch_rule) == (flow.task_names, 'weighted', 9)
     got = [{k: (v[0] // 10).tolist() for k, v in b.items()} for b in mapped]
     assert got == [lists(b) for b in make('weighted', 9)]
 

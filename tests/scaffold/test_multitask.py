@@ -185,7 +185,8 @@ def test_under_two_workers_each_task_flow_is_sharded_with_its_own_seed():
         dist = distribution_of(loop, FakeTwoWorkerBackend(worker_index=1))
         try:
             out = dist.distribute_data(make())
-            assert isinstance(out, spt.dataflows.MultiTaskFlow) and out.tasks == ('digit', 'coarse')
+            assert isinstance(out, spt.dataflows.MultiTaskFlow)
+            assert out.task_names == ('digit', 'coarse')
             sharded = {t: f.source for t, f in out.flows.items()}
             assert all(isinstance(f, ShardedFlow) and f.worker_index == 1 and f.num_workers == 2
                        for f in sharded.values())

@@ -170,7 +170,7 @@ class MultiTaskFlow(DataFlow):
         return dict(self._flows)
 
     @property
-    def tasks(self) -> tuple[str, ...]:
+    def task_names(self) -> tuple[str, ...]:
         """The task names, in the order given."""
         return self._names
 

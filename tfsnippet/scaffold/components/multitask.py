@@ -67,7 +67,7 @@ class MultiTaskMetrics(LoopComponent):
     def __init__(self, tasks: Iterable[str] | Any, metric: str = 'valid_loss',
                  combine: Callable[[dict[str, float]], float] | None = None,
                  mode: str = 'auto', name: str | None = None):
-        names = getattr(tasks, 'tasks', tasks)
+        names = getattr(tasks, 'task_names', tasks)
         if isinstance(names, str) or not isinstance(names, Iterable):
             raise TypeError(f'`tasks` must be a list of task names or a MultiTaskFlow, '
                             f'got {short_repr(tasks)}')
