@@ -124,6 +124,27 @@ def test_validation_every_n_steps_halves_the_learning_rate(style):
     assert sum('Reduce the learning rate from 0.5 to 0.25' in line for line in lines) == 1
 
 
+
+def test_the_best_checkpoint_is_that_of_the_best_combined_metric(style, tmp_path):
+    from tfsnippet.scaffold.checkpoint.store import CheckpointStore
+    w = style.variable(0., 'w')
+    bump = style.updater(w, 1.)
+    # the tasks' bests are at epochs 1 and 3, their mean's at epoch 2
+    valid = [(1., 5.), (2., 2.), (4., 1.5)]
+    with spt.TrainLoop(param_vars=[w], max_epoch=3, checkpoint_dir=str(tmp_path),
+                       checkpoint_epoch_freq=1, checkpoint_max_to_keep=1,
+                       checkpoint_keep_best=True, print_func=lambda s: None) as loop:
+        loop.add_component(spt.MultiTaskMetrics(['a', 'b']))
+        for epoch in loop.iter_epochs():
+            for _ in loop.iter_steps(range(2)):
+                bump()
+            va, vb = valid[epoch - 1]
+            loop.collect_metrics({'a/valid_loss': va, 'b/valid_loss': vb})
+    path, record = CheckpointStore(str(tmp_path / 'checkpoint')).best()
+    assert (record['metric'], record['value'], record['epoch'], record['step']) == (
+        'valid_loss', 2., 2, 4)
+
+
 # ----------------------------------------------------------------- resume
 STOP_AT = 7           # epochs of 5 steps: the 2nd step of epoch 2
 
