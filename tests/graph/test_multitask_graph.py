@@ -57,7 +57,8 @@ def run(session, mode, root=None, stop_at=None, seen=None, lines=None, summary_d
     if summary_dir is not None:
         options['summary_dir'] = str(summary_dir)
     variables = [w, *heads.values()]
-    loop = spt.TrainLoop(variables, max_epoch=3, print_func=(lines if lines is not None else []).append, **options)
+    print_func = (lines if lines is not None else []).append
+    loop = spt.TrainLoop(variables, max_epoch=3, print_func=print_func, **options)
     tasks = spt.MultiTaskMetrics(flow)
     loop.add_component(tasks)
     with loop:

@@ -1,4 +1,4 @@
-"""The loop component of multi-task training: per-task validation, best values, one combined metric."""
+"""The component of multi-task training: per-task best values, one combined validation metric."""
 
 from __future__ import annotations
 
