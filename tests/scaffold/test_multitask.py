@@ -145,6 +145,30 @@ def test_the_best_checkpoint_is_that_of_the_best_combined_metric(style, tmp_path
         'valid_loss', 2., 2, 4)
 
 
+
+def test_a_sink_receives_the_per_task_statistics_and_the_bests():
+    from tests.scaffold.test_metric_sinks import ListSink
+    from tfsnippet.scaffold.components.run_recorder import MetricRecorder
+    sink = ListSink()
+    loop = spt.TrainLoop([], max_epoch=2, print_func=lambda s: None)
+    loop.add_component(spt.MultiTaskMetrics(['a', 'b']))
+    loop.add_component(MetricRecorder(sink))
+    with loop:
+        for epoch in loop.iter_epochs():
+            for step, _ in loop.iter_steps(range(2)):
+                loop.collect_metrics({'a/loss': float(step), 'b/loss': 10. * step})
+            loop.collect_metrics({'a/valid_loss': 2. / epoch, 'b/valid_loss': 4.})
+    epochs = sink.epochs()
+    assert len(epochs) == 2
+    stats = epochs[1][4]
+    assert stats['a/loss'] == {'mean': 3.5, 'std': 0.5, 'count': 2}
+    assert stats['b/loss'] == {'mean': 35., 'std': 5., 'count': 2}
+    assert stats['a/valid_loss'] == {'mean': 1., 'std': 0., 'count': 1}
+    assert stats['valid_loss'] == {'mean': 2.5, 'std': 0., 'count': 1}
+    assert [c[1] for c in sink.calls if c[0] == 'best'] == [{'valid_loss': 3.},
+                                                            {'valid_loss': 2.5}]
+
+
 # ----------------------------------------------------------------- resume
 STOP_AT = 7           # epochs of 5 steps: the 2nd step of epoch 2
 
