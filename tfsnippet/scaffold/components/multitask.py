@@ -34,8 +34,9 @@ class MultiTaskMetrics(LoopComponent):
     default ``valid_loss``, the loop's validation metric): the mean of the
     tasks' values, or ``combine({task: value})``.  So the loop's best value
     and best checkpoint, :class:`~tfsnippet.EarlyStopping`,
-    :class:`~tfsnippet.ReduceOnPlateau` and a search watch the combined
-    metric as they would any metric; give ``metric=`` to watch one task.
+    :class:`~tfsnippet.ReduceOnPlateau` and the sinks' best values follow
+    the combined metric as they would any metric (to follow one task
+    instead, give them its metric: ``metric='digit/valid_loss'``).
 
     When the loop is left, a line gives each task's best value.
 
