@@ -325,3 +325,69 @@ def test_sweep_plot_and_mlflow(sweep):
     steps = [m.step for m in client.get_metric_history(resumed.info.run_id, 'valid_loss')]
     assert steps == [STEPS_PER_EPOCH, 2 * STEPS_PER_EPOCH]
     assert 'mlflow.search_runs (MLflow experiment' in sweep.stdout
+
+
+# ------------------------------------------------------------ multitask_digits.py
+# style -> (extra flags, steps per epoch): 'alternate' takes the 34 digit batches
+# (of 32) and 34 coarse ones (of 64: two passes) in turn; 'together' takes one of each
+MULTITASK = {'eager': (['--mode', 'alternate', '--valid-steps', '25'], 68),
+             'graph': (['--mode', 'together'], 34)}
+
+
+@pytest.fixture(scope='module')
+def multitask(tmp_path_factory):
+    """multitask_digits.py in both styles, in parallel; ``{style: Run}``."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
+    runs = {style: example_run(tmp_path_factory, 'multitask_digits.py', '--style', style,
+                               *extra)
+            for style, (extra, _) in MULTITASK.items()}
+    try:
+        for run in runs.values():
+            run.start(env)
+        for run in runs.values():
+            run.wait()
+    finally:
+        for run in runs.values():
+            run.kill()
+    return runs
+
+
+@pytest.mark.parametrize('style', list(MULTITASK))
+def test_multitask_example_trains_both_tasks(style, multitask):
+    run = multitask[style]
+    assert run.returncode == 0, run.report
+    steps = MULTITASK[style][1]
+    epoch_lines = [line for line in run.lines if line.startswith('[Epoch ')]
+    assert [line.split(',')[:2] for line in epoch_lines] == [
+        [f'[Epoch {e}/{EPOCHS}', f' Step {e * steps}'] for e in range(1, EPOCHS + 1)], run.report
+    for part in ('digit/loss: ', 'coarse/loss: ', 'digit/valid loss: ', 'coarse/valid acc: ',
+                 'valid loss: '):
+        assert part in epoch_lines[-1], run.report
+    assert any(line.startswith('Best per task: digit/valid_loss ') for line in run.lines)
+    result = run.result()
+    assert result['steps_run'] == EPOCHS * steps
+    # two epochs are enough for both heads to beat chance by far
+    assert result['digit_test_accuracy'] > 0.6 and result['coarse_test_accuracy'] > 0.7
+    assert sorted(result['best_task_valid_loss']) == ['coarse', 'digit']
+
+
+@pytest.mark.parametrize('style', list(MULTITASK))
+def test_multitask_example_writes_per_task_scalars(style, multitask):
+    run = multitask[style]
+    assert run.returncode == 0, run.report
+    steps = MULTITASK[style][1]
+    scalars = read_scalars(run.output_dir / 'tensorboard')
+    for name in ('digit/loss', 'coarse/loss', 'digit/valid_loss', 'coarse/valid_loss',
+                 'digit/valid_acc', 'coarse/valid_acc', 'valid_loss'):
+        assert f'metrics/{name}' in scalars, sorted(scalars)
+    valid_steps = [s for s, _ in scalars['metrics/valid_loss']]
+    every = 25 if style == 'eager' else None   # validated every 25 steps as well
+    expected = sorted({e * steps for e in range(1, EPOCHS + 1)} |
+                      (set(range(every, EPOCHS * steps + 1, every)) if every else set()))
+    assert valid_steps == expected
+    # the combined metric is the mean of the tasks' (written at the same steps)
+    digit = dict(scalars['metrics/digit/valid_loss'])
+    coarse = dict(scalars['metrics/coarse/valid_loss'])
+    for s, v in scalars['metrics/valid_loss']:
+        assert v == pytest.approx((digit[s] + coarse[s]) / 2, rel=1e-5)
+    assert checkpoint_steps(run.output_dir / 'checkpoints') == [steps, EPOCHS * steps]

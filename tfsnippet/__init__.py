@@ -41,7 +41,7 @@ _EXPORTS: dict[str, str] = {
                      'SaveAtEnd', 'SaveEvery', 'UntrustedCheckpointError',
                      'convert_legacy_checkpoints', 'ExportBest', 'Preemption',
                      'TrainingPreempted', 'MetricRecorder', 'MetricSink', 'MultiSink',
-                     'chief_only'],
+                     'chief_only', 'MultiTaskMetrics'],
                     'scaffold'),
     'KerasCallbacks': 'scaffold',
     'settings': 'settings_',

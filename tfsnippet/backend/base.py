@@ -141,12 +141,14 @@ class Backend:
         wait for otherwise), so the variables are settled."""
 
     # ------------------------------------------------------------ data and variables
-    def distribute_data(self, data: Any, seed_of: Callable[[Any], int]) -> Any:
+    def distribute_data(self, data: Any, seed_of: Callable[..., int]) -> Any:
         """The form of `data` (given to ``iter_steps``) that the loop body receives.
 
         Args:
             data: The iterable given to ``iter_steps``.
-            seed_of: Gives the shuffling seed of an ``ArrayFlow`` that is sharded.
+            seed_of: Gives the shuffling seed of an ``ArrayFlow`` that is sharded
+                (``seed_of(flow)``, or ``seed_of(flow, task=name)`` for the flow
+                of a task of a :class:`~tfsnippet.dataflows.MultiTaskFlow`).
         """
         raise NotImplementedError()
 

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from ..dataflows import ArrayFlow, DataFlow, ShardedFlow, replica_slice, split_batch
+from ..dataflows import (ArrayFlow, DataFlow, MultiTaskFlow, ShardedFlow, replica_slice,
+                         split_batch)
 from ..distributed.cluster import ClusterInfo
 from ..utils.statistics import StatisticsCollector
 from ..tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
@@ -428,7 +429,7 @@ class DistributedBackend(Backend):
         return optimizer
 
     # ------------------------------------------------------- data
-    def distribute_data(self, data: Any, seed_of: Callable[[Any], int]) -> Any:
+    def distribute_data(self, data: Any, seed_of: Callable[..., int]) -> Any:
         """The per-replica form of `data` for ``strategy.run``.
 
         * A :class:`~tfsnippet.dataflows.ArrayFlow` is sharded among the
@@ -444,6 +445,11 @@ class DistributedBackend(Backend):
           seed `seed_of(flow)` that every worker agrees on.  Another DataFlow
           is split only: under multi-worker training it must be made from a
           ``ShardedFlow``.
+        * A :class:`~tfsnippet.dataflows.MultiTaskFlow` has each task's flow
+          distributed as above (a shuffled one takes its seed from
+          ``seed_of(flow, task=name)``); with several workers its weighted
+          drawing takes its seed from `seed_of` (the multi-task flow), so
+          every worker draws the same task at each step.
         * A ``tf.data.Dataset`` goes through
           ``strategy.experimental_distribute_dataset`` (its batch size is the
           global batch); a distributed dataset and any other iterable pass
@@ -466,8 +472,18 @@ class DistributedBackend(Backend):
             return self.strategy.experimental_distribute_dataset(data)
         return self._distribute_flow(data, seed_of)
 
-    def _distribute_flow(self, flow: DataFlow, seed_of: Callable[[Any], int]) -> DataFlow:
+    def _distribute_flow(self, flow: DataFlow, seed_of: Callable[..., int]) -> DataFlow:
         workers, replicas = self.num_workers, self.num_replicas
+        if isinstance(flow, MultiTaskFlow):
+            drawing = seed_of(flow) if workers > 1 and flow.mode == 'weighted' else None
+
+            def per_task(task: str, sub: DataFlow) -> DataFlow:
+                try:
+                    return self._distribute_flow(sub, lambda f: seed_of(f, task=task))
+                except (TypeError, ValueError) as e:
+                    raise type(e)(f'Task {task!r} of the MultiTaskFlow: {e}') from e
+
+            return flow.map_flows(per_task, random_state=drawing)
         if isinstance(flow, ArrayFlow):
             size, length = flow.batch_size, flow.data_length
             if size % replicas:
@@ -505,7 +521,7 @@ class DistributedBackend(Backend):
 
         return flow.map(split)
 
-    def _shard_seed(self, flow: ArrayFlow, seed_of: Callable[[Any], int]) -> int | None:
+    def _shard_seed(self, flow: ArrayFlow, seed_of: Callable[..., int]) -> int | None:
         """The seed of a shuffled flow sharded among several workers: ``None`` (the
         flow's own generator) when the chief's flow has the same int seed, else
         the seed every worker agrees on (one collective either way)."""

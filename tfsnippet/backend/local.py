@@ -138,7 +138,7 @@ class LocalBackend(Backend):
         """Nothing to wait for."""
 
     # ------------------------------------------------------------ data and variables
-    def distribute_data(self, data: Any, seed_of: Callable[[Any], int]) -> Any:
+    def distribute_data(self, data: Any, seed_of: Callable[..., int]) -> Any:
         """`data` unchanged."""
         return data
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:   # imported where used: threading_flow imports this module
+    from .multi_flow import MultiTaskFlow
     from .threading_flow import ThreadingFlow
 
 __all__ = ['DataFlow', 'ExtraInfoDataFlow']
@@ -163,6 +164,16 @@ class DataFlow:
         """Zip several flows; each batch joins their arrays (see :class:`GatherFlow`)."""
         from .mapper_flow import GatherFlow
         return GatherFlow(flows)
+
+    @staticmethod
+    def tasks(flows: Mapping[str, DataFlow], mode: str = 'together',
+              weights: Mapping[str, float] | Sequence[float] | None = None,
+              epoch: str | int = 'shortest', random_state: Any = None) -> MultiTaskFlow:
+        """Several named flows as one, for multi-task training; each batch is
+        ``{task: batch}`` (see :class:`~tfsnippet.dataflows.MultiTaskFlow`)."""
+        from .multi_flow import MultiTaskFlow
+        return MultiTaskFlow(flows, mode=mode, weights=weights, epoch=epoch,
+                             random_state=random_state)
 
     @staticmethod
     def iterator_factory(factory: Callable[[], Iterable[tuple]]) -> DataFlow:

@@ -7,8 +7,8 @@ from .checkpoint import (CheckpointError, CheckpointSavableObject, CheckpointSav
                          WarmStartReport, convert_legacy_checkpoints, export_weights,
                          warm_start)
 from .components import (Checkpointer, EarlyStopping, ExportBest, LoopComponent, LossGuard,
-                         LossGuardError, Preemption, ProgressBar, ReduceOnPlateau,
-                         SummaryLogger, TrainingPreempted, WarmStart)
+                         LossGuardError, MultiTaskMetrics, Preemption, ProgressBar,
+                         ReduceOnPlateau, SummaryLogger, TrainingPreempted, WarmStart)
 from .components.keras_callbacks import KerasCallbacks
 from .components.run_recorder import MetricRecorder
 from .event_keys import EventKeys
@@ -31,5 +31,5 @@ __all__ = ['CheckpointError', 'CheckpointSavableObject', 'Checkpointer', 'Checkp
            'export_weights', 'CheckpointWriteError', 'KeepBest', 'KeepEveryNth', 'KeepLatest',
            'SaveAtEnd', 'SaveEvery', 'UntrustedCheckpointError', 'convert_legacy_checkpoints',
            'ExportBest', 'Preemption', 'TrainingPreempted', 'MetricRecorder', 'MetricSink',
-           'MultiSink', 'chief_only']
+           'MultiSink', 'chief_only', 'MultiTaskMetrics']
 __all__ += ['KerasCallbacks']

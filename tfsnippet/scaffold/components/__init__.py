@@ -7,6 +7,7 @@ from .early_stopping import EarlyStopping
 from .export import ExportBest
 from .keras_callbacks import KerasCallbacks
 from .loss_guard import LossGuard, LossGuardError
+from .multitask import MultiTaskMetrics
 from .preemption import Preemption, TrainingPreempted
 from .progress_bar import ProgressBar
 from .reduce_on_plateau import ReduceOnPlateau
@@ -16,5 +17,5 @@ from .warm_start import WarmStart
 
 __all__ = ['LoopComponent', 'Checkpointer', 'EarlyStopping', 'LossGuard', 'LossGuardError',
            'ProgressBar', 'ReduceOnPlateau', 'RunRecorder', 'SummaryLogger', 'WarmStart',
-           'ExportBest', 'Preemption', 'TrainingPreempted']
+           'ExportBest', 'Preemption', 'TrainingPreempted', 'MultiTaskMetrics']
 __all__ += ['KerasCallbacks']

@@ -385,12 +385,16 @@ class LoopDistribution:
             self._data[id(data)] = (data, out)
         return out
 
-    def _seed(self, flow: ArrayFlow) -> int:
+    def _seed(self, flow: ArrayFlow, task: str | None = None) -> int:
         """The shuffling seed of a sharded flow: the saved one when resuming, else one
-        drawn from the flow's generator on the chief (sent to every worker)."""
+        drawn from the flow's generator on the chief (sent to every worker); `task`
+        names the task of a multi-task flow whose flow it is."""
         loop = self._loop
         states, index = loop.progress.flow_states, len(loop._iter.dataflows)
         state = states[index] if index < len(states) else None
+        if task is not None:   # the position of one task's flow, in a multi-task flow's
+            flows = state.get('flows') if isinstance(state, dict) else None
+            state = flows.get(task) if isinstance(flows, dict) else None
         start = state.get('start') if isinstance(state, dict) else None
         if isinstance(start, dict) and isinstance(start.get('seed'), int):
             return int(start['seed'])
