@@ -135,7 +135,8 @@ def open_study(name: str, storage: Any, metric: str, direction: str,
                                   pruner=pruner)
     except KeyError:
         study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
-                                    pruner=pruner, direction=direction, load_if_exists=True)
+                                    pruner=pruner, load_if_exists=True,
+                                    direction=optuna.study.StudyDirection[direction.upper()])
     saved = study.user_attrs.get(DEFINITION_ATTR)
     if saved is None:
         study_direction = study.direction.name.lower()
@@ -240,7 +241,7 @@ class TrialRunner:
         if not isinstance(owner, dict):
             return False
         if owner.get('host') == socket.gethostname():
-            pid = owner.get('pid')
+            pid: Any = owner.get('pid')
             if pid == os.getpid():
                 with _live_lock:
                     return owner.get('token') not in _LIVE_OWNERS
