@@ -125,12 +125,11 @@ def test_trial_of_a_killed_search_is_resumed(tmp_path, capsys):
     dead.wait()
     trial = search.study.ask()   # what a killed search left: a running trial, a dead owner
     trial.suggest_float('optimizer.lr', 1e-6, 0.1, log=True)
-    trial.set_user_attr('tfsnippet.owner', {'host': os.uname().nodename, 'pid': dead.pid,
-                                            'token': 'x'})
-    trial.set_user_attr('tfsnippet.run_id', 'digits-t0000')
+    trial.set_user_attr('tfsnippet.trial', {'run_id': 'digits-t0000', 'token': 'x',
+                                            'host': os.uname().nodename, 'pid': dead.pid})
     alive = search.study.ask()   # a trial another live process runs: left alone
-    alive.set_user_attr('tfsnippet.owner', {'host': os.uname().nodename, 'pid': os.getppid(),
-                                            'token': 'y'})
+    alive.set_user_attr('tfsnippet.trial', {'run_id': 'digits-t0001', 'token': 'y',
+                                            'host': os.uname().nodename, 'pid': os.getppid()})
     search.optimize(lambda config: 0.5, n_trials=3)
     assert [t.state.name for t in search.study.trials] == ['COMPLETE', 'RUNNING', 'COMPLETE']
     assert 'resuming trial 0 of study' in capsys.readouterr().out

@@ -15,7 +15,7 @@ from ..experiment.store import ResultsStore
 from ..utils.status import PREEMPTED_EXIT_CODE
 from .core import (ENV_METRIC, ENV_PRUNER, ENV_ROOT, ENV_RUN, ENV_STORAGE, ENV_STUDY, ENV_TRIAL,
                    TrialJob, TrialRunner, check_definition, make_pruner, missing_metric_error,
-                   open_storage, open_study, trial_value)
+                   open_storage, open_study, run_id_of, trial_value)
 from .space import Dimension, override_args, parse_space_arg
 
 __all__ = ['main', 'USAGE_EXIT_CODE']
@@ -207,5 +207,5 @@ def _print_summary(study: Any, metric: str) -> None:
     except ValueError:
         return
     params = ' '.join(override_args(best.params))
-    print(f'[search] best: trial {best.number} ({best.user_attrs.get("tfsnippet.run_id")}), '
+    print(f'[search] best: trial {best.number} ({run_id_of(study.study_name, best.number)}), '
           f'{metric} = {best.value:.6g}: {params}', flush=True)

@@ -22,17 +22,16 @@ from ..utils.status import RunPruned
 from ..utils.text import close_matches_hint, typed_repr
 from .space import Dimension, describe_space
 
-__all__ = ['TrialPruned', 'DEFINITION_ATTR', 'RUN_ATTR', 'OWNER_ATTR', 'JOURNAL_SUFFIX',
+__all__ = ['TrialPruned', 'DEFINITION_ATTR', 'TRIAL_ATTR', 'JOURNAL_SUFFIX',
            'open_storage', 'open_study', 'run_id_of', 'trial_value', 'TrialJob', 'TrialRunner',
            'ENV_STUDY', 'ENV_STORAGE', 'ENV_TRIAL', 'ENV_ROOT', 'ENV_RUN', 'ENV_METRIC',
            'ENV_PRUNER', 'make_pruner']
 
 #: The study user attribute holding the search's definition (metric, direction, space).
 DEFINITION_ATTR = 'tfsnippet.search'
-#: The trial user attribute naming the trial's run id.
-RUN_ATTR = 'tfsnippet.run_id'
-#: The trial user attribute naming who runs it (host, pid, token of the optimize call).
-OWNER_ATTR = 'tfsnippet.owner'
+#: The trial user attribute naming its run and who runs it: ``{'run_id', 'host', 'pid',
+#: 'token'}`` (the token of the optimize call); one attribute, one write of the storage.
+TRIAL_ATTR = 'tfsnippet.trial'
 #: The suffix of the default journal file, ``<root>/<study>.optuna-journal``.
 JOURNAL_SUFFIX = '.optuna-journal'
 
@@ -237,7 +236,7 @@ class TrialRunner:
         return optuna.trial.Trial(self.study, trial_id)
 
     def _is_stale(self, frozen: optuna.trial.FrozenTrial) -> bool:
-        owner = frozen.user_attrs.get(OWNER_ATTR)
+        owner = frozen.user_attrs.get(TRIAL_ATTR)
         if not isinstance(owner, dict):
             return False
         if owner.get('host') == socket.gethostname():
@@ -253,7 +252,7 @@ class TrialRunner:
                 return False
             return False
         # another machine: its run's heartbeat tells
-        run_id = frozen.user_attrs.get(RUN_ATTR)
+        run_id = owner.get('run_id')
         try:
             with ResultsStore(self.root, create=False) as store:
                 return store.get_run(str(run_id)).status in ('stale', 'preempted', 'failed')
@@ -289,8 +288,7 @@ class TrialRunner:
                     else:
                         trial, resumed = self._trial_by_number(number), True
                     run_id = run_id_of(self.study.study_name, trial.number)
-                    trial.set_user_attr(OWNER_ATTR, self._owner)
-                    trial.set_user_attr(RUN_ATTR, run_id)
+                    trial.set_user_attr(TRIAL_ATTR, {'run_id': run_id, **self._owner})
                     suggest(trial)
                     return TrialJob(trial, run_id, resumed)
 

@@ -14,7 +14,7 @@ from ..experiment.experiment import Experiment, add_run_plugin, remove_run_plugi
 from ..experiment.store import ResultsStore, RunRow
 from ..utils.status import PREEMPTED_EXIT_CODE
 from ..utils.text import typed_repr
-from .core import (RUN_ATTR, TrialJob, TrialPruned, TrialRunner, check_definition,
+from .core import (TrialJob, TrialPruned, TrialRunner, check_definition,
                    missing_metric_error, open_storage, open_study, run_id_of, trial_value)
 from .space import check_space, override_args
 
@@ -200,6 +200,9 @@ class Search:
                 value = train(exp.config)
                 if isinstance(value, numbers.Real) and not isinstance(value, bool):
                     exp.results.update({self._metric: float(value)})
+                # the loop's recorder has written its epochs and best values, the
+                # results are written at once: the row is read from the open store
+                row = exp.store.get_run(job.run_id) if exp.store is not None else None
         except TrialPruned:
             return 'pruned', None
         except SystemExit as e:   # TrainingPreempted: exit status 143
@@ -210,8 +213,9 @@ class Search:
             return 'failed', e
         finally:
             remove_run_plugin(plugin)
-        with ResultsStore(self._root) as store:
-            row = store.get_run(job.run_id)
+        if row is None:   # the run was resumed and recorded nothing: read what it has
+            with ResultsStore(self._root) as store:
+                row = store.get_run(job.run_id)
         value = trial_value(row, self._metric)
         if value is None:
             return 'error', missing_metric_error(row, self._metric)
@@ -224,9 +228,8 @@ class Search:
             ValueError: No trial of the study is complete yet.
         """
         best = self._study.best_trial
-        run_id = best.user_attrs.get(RUN_ATTR) or run_id_of(self._study.study_name, best.number)
         with ResultsStore(self._root) as store:
-            return store.get_run(str(run_id))
+            return store.get_run(run_id_of(self._study.study_name, best.number))
 
     def __repr__(self) -> str:
         return (f'Search({getattr(self._config_class, "__name__", self._config_class)}, '
