@@ -30,7 +30,9 @@ the script's own spt.Experiment records the trial's run <root>/<study>-tNNNN (th
 root given here, whatever the script says), its first TrainLoop reports METRIC to
 the trial each epoch and is pruned as the pruner says.  Running the same command
 again continues the study: --trials counts all its trials; trials of a search that
-was killed or preempted are resumed from their checkpoints.
+was killed or preempted are resumed from their checkpoints.  A trial whose process
+exits 143 (preempted) or is killed by a signal is left running, no new trial
+starts, and the search exits 143 once the others are done: run it again.
 """
 
 
@@ -149,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = proc.wait()
         finally:
             processes.done(proc)
-        if code in (PREEMPTED_EXIT_CODE, -signal.SIGTERM):
+        if code == PREEMPTED_EXIT_CODE or code < 0:   # preempted, or killed by a signal
             return 'preempted', SystemExit(PREEMPTED_EXIT_CODE)
         if code == USAGE_EXIT_CODE:
             refused.append(job.run_id)
