@@ -94,3 +94,13 @@ def test_space_options():
     for text in ('lr', 'lr=float:1', 'lr=float:1:2:lin', 'lr=normal:1:2', 'lr=int:a:2'):
         with pytest.raises(ValueError, match='`--space` must be NAME=int:LOW:HIGH'):
             parse_space_arg(text)
+
+
+def test_pruner_options():
+    from tfsnippet.search.core import make_pruner
+    assert isinstance(make_pruner('median:2:1'), optuna.pruners.MedianPruner)
+    assert isinstance(make_pruner('none'), optuna.pruners.NopPruner)
+    assert isinstance(make_pruner('hyperband'), optuna.pruners.HyperbandPruner)
+    for text in ('median:x', 'mean', 'none:1', 'median:1:2:3'):
+        with pytest.raises(ValueError, match=r'`--pruner` must be median\[:WARMUP_STEPS'):
+            make_pruner(text)

@@ -89,23 +89,19 @@ def make_pruner(spec: str | None) -> Any:
     if spec is None:
         return None
     kind, _, rest = spec.strip().lower().partition(':')
-    numbers = rest.split(':') if rest else []
-    try:
-        values = [int(n) for n in numbers]
-    except ValueError:
-        values = [-1]
-    if any(v < 0 for v in values):
-        kind = ''
-    if kind == 'median' and len(values) <= 2:
-        warmup = values[0] if values else 0
-        startup = values[1] if len(values) > 1 else 5
-        return optuna.pruners.MedianPruner(n_startup_trials=startup, n_warmup_steps=warmup)
-    if kind == 'hyperband' and not values:
-        return optuna.pruners.HyperbandPruner()
-    if kind == 'halving' and not values:
-        return optuna.pruners.SuccessiveHalvingPruner()
-    if kind == 'none' and not values:
-        return optuna.pruners.NopPruner()
+    texts = rest.split(':') if rest else []
+    values = [int(t) for t in texts if t.isdigit()]
+    if len(values) == len(texts):   # every number a non-negative int
+        if kind == 'median' and len(values) <= 2:
+            warmup = values[0] if values else 0
+            startup = values[1] if len(values) > 1 else 5
+            return optuna.pruners.MedianPruner(n_startup_trials=startup,
+                                               n_warmup_steps=warmup)
+        pruners = {'hyperband': optuna.pruners.HyperbandPruner,
+                   'halving': optuna.pruners.SuccessiveHalvingPruner,
+                   'none': optuna.pruners.NopPruner}
+        if kind in pruners and not values:
+            return pruners[kind]()
     raise ValueError(f'`--pruner` must be median[:WARMUP_STEPS[:STARTUP_TRIALS]], hyperband, '
                      f'halving or none, got {spec!r}')
 
