@@ -52,13 +52,20 @@ CONSOLE_FILE = 'console.log'
 
 _NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*')
 
-# the Experiments whose `with` block is open, innermost last
-_ACTIVE: list[Experiment[Any]] = []
+# the Experiments whose `with` block is open, innermost last, with the thread that opened it
+_ACTIVE: list[tuple[int, Experiment[Any]]] = []
 
 
 def current_experiment() -> Experiment[Any] | None:
-    """The innermost :class:`Experiment` whose ``with`` block is open, or ``None``."""
-    return _ACTIVE[-1] if _ACTIVE else None
+    """The innermost :class:`Experiment` whose ``with`` block is open, or ``None``:
+    the innermost opened by this thread, else the innermost of all (the trials of a
+    threaded search each see their own)."""
+    active = list(_ACTIVE)
+    me = threading.get_ident()
+    for thread, experiment in reversed(active):
+        if thread == me:
+            return experiment
+    return active[-1][1] if active else None
 
 
 # the run plugins of each thread (see `add_run_plugin`)
@@ -461,14 +468,15 @@ class Experiment(Generic[_C]):
         if self._is_chief:
             self._start()
         self._status = 'running'
-        _ACTIVE.append(self)
+        _ACTIVE.append((threading.get_ident(), self))
         from ..scaffold.loop_context import push_loop_context
         push_loop_context(self)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if self in _ACTIVE:
-            _ACTIVE.remove(self)
+        mine = [entry for entry in _ACTIVE if entry[1] is self]
+        if mine:
+            _ACTIVE.remove(mine[0])
             from ..scaffold.loop_context import remove_loop_context
             remove_loop_context(self)
         status = status_of_exit(exc)
