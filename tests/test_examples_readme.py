@@ -21,5 +21,5 @@ def test_examples_readme_parses_without_warnings_and_lists_each_script_once():
                    if row.tagname == 'row']
     assert first_cells == ['digits_eager.py', 'digits_graph.py', 'digits_trainer.py',
                            'digits_resume.py', 'digits_distributed.py', 'digits_sweep.py',
-                           'multitask_digits.py', '_digits.py']
+                           'digits_search.py', 'multitask_digits.py', '_digits.py']
     assert sorted(first_cells) == scripts

@@ -17,7 +17,7 @@ __version__ = '0.3.0.dev0'
 
 #: The subpackages, reachable as ``spt.<name>``.
 _SUBPACKAGES = ('backend', 'dataflows', 'distributed', 'experiment', 'results', 'scaffold',
-                'tfops', 'trainer', 'utils')
+                'search', 'tfops', 'trainer', 'utils')
 
 #: ``spt.<name>`` -> the subpackage that defines it.
 _EXPORTS: dict[str, str] = {
@@ -45,6 +45,7 @@ _EXPORTS: dict[str, str] = {
                     'scaffold'),
     'KerasCallbacks': 'scaffold',
     'settings': 'settings_',
+    'Search': 'search',   # imports Optuna (`pip install "tfsnippet[optuna]"`) when first used
     **dict.fromkeys(['BaseTrainer', 'AnnealingScalar', 'DynamicValue', 'Evaluator',
                      'Validator', 'auto_batch_weight', 'merge_feed_dict', 'resolve_feed_dict',
                      'GradientAccumulator', 'clip_gradients', 'LossTrainer', 'Trainer'],
@@ -71,9 +72,10 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
     from . import (backend, dataflows, distributed, experiment, results,  # noqa: F401
-                   scaffold, tfops, trainer, utils)
+                   scaffold, search, tfops, trainer, utils)
     from .dataflows import DataFlow, DataMapper, SlidingWindow  # noqa: F401
     from .experiment import *  # noqa: F401,F403
     from .scaffold import *  # noqa: F401,F403
+    from .search import Search  # noqa: F401
     from .settings_ import settings  # noqa: F401
     from .trainer import *  # noqa: F401,F403

@@ -291,7 +291,7 @@ def test_bad_arguments(uri, experiment):
     with pytest.raises(TypeError, match=r"^`step` must be an int, got 1.5 \(float\)$"):
         mirror.log_epoch(step=1.5, epoch=1, metrics={})   # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^`status` must be one of \['completed', 'failed', "
-                                         r"'preempted'\], got 'running' \(str\)$"):
+                                         r"'preempted', 'pruned'\], got 'running' \(str\)$"):
         mirror.finish('running')
     mirror.finish('failed')
 

@@ -214,7 +214,7 @@ def test_malformed_expressions_are_refused(where, position, detail):
      "`valid_loss` is a metric: compare it with a number, not 'low'"),
     ('name = 3', 7, 'type error', "`name` is text: compare it with a quoted string, not 3"),
     ("status = 'done'", 9, "unknown status 'done'",
-     "a status is one of 'running', 'completed', 'failed', 'preempted', 'stale'"),
+     "a status is one of 'running', 'completed', 'failed', 'preempted', 'pruned', 'stale'"),
 ])
 def test_comparisons_of_the_wrong_type_are_refused(store, where, position, what, detail):
     message = f'`where`: {what} at position {position}: {detail}\n  {where}\n  ' \

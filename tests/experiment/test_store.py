@@ -198,7 +198,7 @@ def test_a_batch_with_a_bad_epoch_writes_nothing(store):
     (lambda s: s.set_best('r1', {'a': None}), TypeError,
      "`values['a']` must be a real number, got None (NoneType)"),
     (lambda s: s.set_status('r1', 'stale'), ValueError,
-     "`status` must be one of 'running', 'completed', 'failed', 'preempted', "
+     "`status` must be one of 'running', 'completed', 'failed', 'preempted', 'pruned', "
      "got 'stale' (str)"),
     (lambda s: s.start_run('', 'x', {}), ValueError, "`run_id` must not be empty, got ''"),
     (lambda s: s.start_run('r2', 'x', {'a': {1: 2}}), TypeError,

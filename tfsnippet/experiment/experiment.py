@@ -37,7 +37,8 @@ from .sinks import RecordsSink, StoreSink, check_sinks, report_sink_error
 from .store import ResultsStore, flatten_config
 
 __all__ = ['Experiment', 'RunResults', 'current_experiment', 'PREEMPTED_EXIT_CODE',
-           'CONFIG_FILE', 'RESULT_FILE', 'RUN_FILE', 'CONSOLE_FILE']
+           'CONFIG_FILE', 'RESULT_FILE', 'RUN_FILE', 'CONSOLE_FILE', 'add_run_plugin',
+           'remove_run_plugin']
 
 _C = TypeVar('_C')
 
@@ -55,13 +56,62 @@ CONSOLE_FILE = 'console.log'
 
 _NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*')
 
-# the Experiments whose `with` block is open, innermost last
-_ACTIVE: list[Experiment[Any]] = []
+# the Experiments whose `with` block is open, innermost last, with the thread that opened it
+_ACTIVE: list[tuple[int, Experiment[Any]]] = []
 
 
 def current_experiment() -> Experiment[Any] | None:
-    """The innermost :class:`Experiment` whose ``with`` block is open, or ``None``."""
-    return _ACTIVE[-1] if _ACTIVE else None
+    """The innermost :class:`Experiment` whose ``with`` block is open, or ``None``:
+    the innermost opened by this thread, else the innermost of all (the trials of a
+    threaded search each see their own)."""
+    active = list(_ACTIVE)
+    me = threading.get_ident()
+    for thread, experiment in reversed(active):
+        if thread == me:
+            return experiment
+    return active[-1][1] if active else None
+
+
+# the run plugins of each thread (see `add_run_plugin`)
+_PLUGINS = threading.local()
+
+
+def add_run_plugin(plugin: Any) -> None:
+    """Let `plugin` shape every :class:`Experiment` made from now on in this thread.
+
+    What a hyperparameter-search trial installs (see :mod:`tfsnippet.search`),
+    so that the user's own ``spt.Experiment(Config)`` becomes the trial's run.
+    A plugin has three methods:
+
+    * ``place(root, name) -> (root, name)``: where the run records (its root
+      and run id) given what the Experiment was asked;
+    * ``tags() -> dict``: more nested config entries to record with the run
+      (the store, the sinks; not ``config.json``), those whose top-level key
+      the config does not have;
+    * ``loop_components(experiment) -> list``: more components for each
+      TrainLoop made inside the block, after its recorder.
+
+    Raises:
+        TypeError: `plugin` lacks one of these methods.
+    """
+    missing = [m for m in ('place', 'tags', 'loop_components')
+               if not callable(getattr(plugin, m, None))]
+    if missing:
+        raise TypeError(f'`plugin` must have the methods place, tags and loop_components, '
+                        f'got {typed_repr(plugin)}, which lacks {", ".join(missing)}')
+    plugins = getattr(_PLUGINS, 'stack', None)
+    if plugins is None:
+        plugins = _PLUGINS.stack = []
+    plugins.append(plugin)
+
+
+def remove_run_plugin(plugin: Any) -> None:
+    """Remove `plugin` from this thread's run plugins (nothing if it is not there)."""
+    plugins = getattr(_PLUGINS, 'stack', None) or []
+    for i in range(len(plugins) - 1, -1, -1):
+        if plugins[i] is plugin:
+            del plugins[i]
+            break
 
 
 class RunResults(Mapping[str, float]):
@@ -149,9 +199,10 @@ class Experiment(Generic[_C]):
     refreshes the heartbeat every `heartbeat_secs`, so a killed process
     shows as ``'stale'`` in queries once `stale_after` passed), then
     ``'completed'``, ``'failed'`` (an exception, ``KeyboardInterrupt``
-    included, or a ``SystemExit`` with a non-zero code) or ``'preempted'``
+    included, or a ``SystemExit`` with a non-zero code), ``'preempted'``
     (``TrainingPreempted``, i.e. a ``SystemExit`` with code 143, which the
-    loop's checkpointer raises after saving on ``SIGTERM``).  The exception
+    loop's checkpointer raises after saving on ``SIGTERM``) or ``'pruned'``
+    (a hyperparameter search stopped the trial, see :mod:`tfsnippet.search`).  The exception
     is never swallowed.
 
     **Resuming**: the same run directory again (the same `name`, or
@@ -264,6 +315,9 @@ class Experiment(Generic[_C]):
         else:
             raise TypeError('`config_or_class` must be a Config subclass, a dataclass, or an '
                             f'instance of one, got {typed_repr(config_or_class)}')
+        self._plugins: list[Any] = list(getattr(_PLUGINS, 'stack', None) or ())
+        for plugin in self._plugins:   # a search trial: its root and run id
+            root, name = plugin.place(root, name)
         if not isinstance(root, (str, os.PathLike)):
             raise TypeError(f'`root` must be a directory path or a URL, got {typed_repr(root)}')
         if not os.fspath(root):
@@ -454,14 +508,15 @@ class Experiment(Generic[_C]):
         if self._is_chief:
             self._start()
         self._status = 'running'
-        _ACTIVE.append(self)
+        _ACTIVE.append((threading.get_ident(), self))
         from ..scaffold.loop_context import push_loop_context
         push_loop_context(self)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if self in _ACTIVE:
-            _ACTIVE.remove(self)
+        mine = [entry for entry in _ACTIVE if entry[1] is self]
+        if mine:
+            _ACTIVE.remove(mine[0])
             from ..scaffold.loop_context import remove_loop_context
             remove_loop_context(self)
         status = status_of_exit(exc)
@@ -573,6 +628,8 @@ class Experiment(Generic[_C]):
         if self._hparams_wanted:
             sinks.append(self._hparams_sink())
         info = {k: v for k, v in self._info.items() if k != 'starts'}
+        for plugin in self._plugins:   # a search trial's study and number
+            config.update({k: v for k, v in plugin.tags().items() if k not in config})
         self._multi = MultiSink([sink for sink in sinks if self._start_sink(
             sink, self._run_id, self._name, config, info)])
 
@@ -744,9 +801,11 @@ class Experiment(Generic[_C]):
 
     def loop_components(self) -> list[Any]:
         """What a TrainLoop made inside the block gets (as a loop context
-        provider): a :class:`~tfsnippet.scaffold.components.run_recorder.RunRecorder`."""
+        provider): a :class:`~tfsnippet.scaffold.components.run_recorder.RunRecorder`,
+        and those of the run plugins (a search trial's reporter, see :func:`add_run_plugin`)."""
         from ..scaffold.components.run_recorder import RunRecorder
-        return [RunRecorder(self)]
+        return [RunRecorder(self), *(c for plugin in self._plugins
+                                     for c in plugin.loop_components(self))]
 
     def claim_checkpoint_dir(self, take: bool = True) -> str | None:
         """The checkpoint directory for the first TrainLoop made inside the block

@@ -11,7 +11,7 @@ from typing import Any
 __all__ = ['HParamsWriter', 'HParamsSink', 'hparam_value']
 
 _STATUS = {'completed': 'STATUS_SUCCESS', 'failed': 'STATUS_FAILURE',
-           'preempted': 'STATUS_UNKNOWN', 'running': 'STATUS_RUNNING'}
+           'preempted': 'STATUS_UNKNOWN', 'pruned': 'STATUS_UNKNOWN', 'running': 'STATUS_RUNNING'}
 
 
 def hparam_value(value: Any) -> bool | float | str:

@@ -40,7 +40,8 @@ CHANGED_TAG_PREFIX = 'tfsnippet.changed.'
 RUN_FILE = 'mlflow_run.json'
 """Written into the run directory: the tracking URI, experiment and run ids of the MLflow run."""
 
-MLFLOW_STATUS = {'completed': 'FINISHED', 'failed': 'FAILED', 'preempted': 'KILLED'}
+MLFLOW_STATUS = {'completed': 'FINISHED', 'failed': 'FAILED', 'preempted': 'KILLED',
+                 'pruned': 'KILLED'}
 """The MLflow status given to a run for each final tfsnippet status."""
 
 _BEST_PREFIX = 'best_'

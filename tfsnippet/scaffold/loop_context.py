@@ -6,6 +6,11 @@ recorder) and, for the first loop made without a ``checkpoint_dir``, the run
 directory to checkpoint into.  The scaffold knows only this small protocol,
 so it needs nothing from the experiment package; the provider pushes
 itself here when entered and removes itself when left.
+
+A loop takes the innermost provider pushed by its own thread, else the
+innermost of all: two Experiments open at once in two threads (the trials
+of a threaded hyperparameter search) each reach only the loops of their
+own thread.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ class LoopContextProvider(Protocol):
 
 
 _lock = threading.Lock()
-_providers: list[Any] = []   # innermost last
+_providers: list[tuple[int, Any]] = []   # (pushing thread, provider), innermost last
 
 
 def _check(provider: Any) -> None:
@@ -53,19 +58,24 @@ def push_loop_context(provider: Any) -> None:
     """
     _check(provider)
     with _lock:
-        _providers.append(provider)
+        _providers.append((threading.get_ident(), provider))
 
 
 def remove_loop_context(provider: Any) -> None:
     """Remove `provider` (wherever it is in the stack; nothing if it is not there)."""
     with _lock:
         for i in range(len(_providers) - 1, -1, -1):
-            if _providers[i] is provider:
+            if _providers[i][1] is provider:
                 del _providers[i]
                 break
 
 
 def current_loop_context() -> Any:
-    """The innermost provider pushed and not removed, or ``None``."""
+    """The innermost provider pushed by this thread and not removed, else the
+    innermost pushed by any thread, or ``None``."""
+    me = threading.get_ident()
     with _lock:
-        return _providers[-1] if _providers else None
+        for thread, provider in reversed(_providers):
+            if thread == me:
+                return provider
+        return _providers[-1][1] if _providers else None

@@ -28,7 +28,7 @@ EPOCH = 'epoch'
 #: Every scope, in the order they happen within an epoch.
 SCOPES = (STEP_LOG, EPOCH_LOG, EPOCH)
 #: The statuses :meth:`MetricSink.close` receives.
-CLOSE_STATUSES = ('completed', 'failed', 'preempted')
+CLOSE_STATUSES = ('completed', 'failed', 'preempted', 'pruned')
 
 #: ``{metric name: {'mean': m, 'std': s, 'count': n}}``
 Stats = Mapping[str, Mapping[str, Any]]
