@@ -174,15 +174,15 @@ def access_error(location: Location, argument: str, error: BaseException) -> Val
     bucket = location.path.lstrip('/').split('/', 1)[0]
     url = short_repr(location.url)
     if isinstance(error, FileNotFoundError):
-        return ValueError(f'`{argument}`={url}: the bucket {bucket!r} does not exist (or '
+        return ValueError(f'`{argument}` {url}: the bucket {bucket!r} does not exist (or '
                           f'is not visible with these credentials); create it first: '
                           f'{type(error).__name__}: {error}')
     if isinstance(error, PermissionError):
-        return ValueError(f'`{argument}`={url}: the object store refused the credentials '
+        return ValueError(f'`{argument}` {url}: the object store refused the credentials '
                           f'or the access: {type(error).__name__}: {error}; check '
                           f'AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or the GCS '
                           f'credentials) and the bucket\'s permissions')
-    return ValueError(f'`{argument}`={url} cannot be written: {type(error).__name__}: '
+    return ValueError(f'`{argument}` {url} cannot be written: {type(error).__name__}: '
                       f'{error}')
 
 
