@@ -156,17 +156,17 @@ def open_store(save_dir: str | os.PathLike[str] | Location, *, argument: str = '
     return ObjectCheckpointStore(location, argument=argument, **options)
 
 
-def check_store_access(location: Location, argument: str) -> None:
+def check_store_access(location: Location, argument: str, shown: Location | None = None) -> None:
     """Write and delete a probe object in `location`; turn what refuses it into a
-    ``ValueError`` naming `argument` (the bucket does not exist, the credentials
-    are refused, anything else the store says).
+    ``ValueError`` naming `argument` and its value `shown` (default: `location`):
+    the bucket does not exist, the credentials are refused, or what the store says.
     """
     probe = location.join(f'{TMP_PREFIX}probe-{uuid.uuid4().hex}')
     try:
         location.fs.pipe_file(probe.path, b'ok')
         location.fs.rm_file(probe.path)
     except Exception as e:
-        raise access_error(location, argument, e) from e
+        raise access_error(shown or location, argument, e) from e
 
 
 def access_error(location: Location, argument: str, error: BaseException) -> ValueError:

@@ -26,7 +26,7 @@ from ..checkpoint.policies import (KeepBest, KeepLatest, KeepPolicy, SaveAtEnd, 
                                    enters_best, rank_pins)
 from ..checkpoint.saver import CheckpointSaver, check_checkpoint_objects
 from ..checkpoint.state_format import has_state
-from ..checkpoint.object_store import ObjectCheckpointStore, open_store
+from ..checkpoint.object_store import ObjectCheckpointStore, check_store_access, open_store
 from ..checkpoint.store import TMP_PREFIX, CheckpointStore
 from ..event_keys import EventKeys
 from ..metrics.monitor import Monitor, loop_monitor
@@ -266,7 +266,8 @@ class Checkpointer(LoopComponent):
 
     def _check_writable(self) -> None:
         if not self._location.is_local:   # a missing bucket, refused credentials: say so
-            self._object_store().check_access()
+            check_store_access(self._location.join('checkpoint'), 'checkpoint_dir',
+                               shown=self._location)
             return
         save_dir = os.path.join(self._dir, 'checkpoint')
         try:
@@ -414,9 +415,7 @@ class Checkpointer(LoopComponent):
     def _store(self) -> CheckpointStore | ObjectCheckpointStore:
         return open_store(self._save_dir(), argument='checkpoint_dir', keep=self._keep)
 
-    def _object_store(self) -> ObjectCheckpointStore:
-        return ObjectCheckpointStore(self._location.join('checkpoint'),
-                                     argument='checkpoint_dir', keep=self._keep)
+
 
     def export_best(self, loop: Any, path: str | os.PathLike[str]) -> list[str]:
         """Write the weights of the pinned best checkpoint to `path`, for serving.
