@@ -46,6 +46,15 @@ class Checkpointer(LoopComponent):
     (:func:`~tfsnippet.scaffold.checkpoint.restore.restore_loop`; this
     component provides the saver), so add it before entering the loop.
 
+    **Where** (`checkpoint_dir`): a local folder (its ``checkpoint/``
+    subfolder holds the checkpoints, see :class:`~tfsnippet.scaffold.checkpoint.CheckpointStore`)
+    or an object-store URL, ``s3://bucket/run1`` or ``gs://bucket/run1``
+    (see :mod:`~tfsnippet.scaffold.checkpoint.object_store`): the store is
+    picked by :func:`~tfsnippet.scaffold.checkpoint.object_store.open_store`.
+    A URL nothing can serve is refused here; on entering the loop the chief
+    writes and deletes a probe, so a missing bucket or refused credentials
+    are a ``ValueError`` naming `checkpoint_dir`.
+
     **When** (`save`, a list of :mod:`save policies
     <tfsnippet.scaffold.checkpoint.policies>`): by default from the classic
     keywords, after every `epoch_freq` epochs (``SaveEvery(epochs=N)``),
