@@ -139,8 +139,8 @@ class _Scan:
 
 def open_store(save_dir: str | os.PathLike[str] | Location, *, argument: str = 'save_dir',
                **options: Any) -> CheckpointStore | ObjectCheckpointStore:
-    """The store of `save_dir`: a :class:`~.store.CheckpointStore` for a local path,
-    an :class:`ObjectCheckpointStore` for an object-store URL.
+    """The store of `save_dir`: a :class:`~.store.CheckpointStore` for a local path
+    (or a ``file://`` URL), an :class:`ObjectCheckpointStore` for an object-store URL.
 
     `options` are those of the stores (``filename``, ``max_to_keep``,
     ``durable``, ``keep``).
@@ -150,7 +150,13 @@ def open_store(save_dir: str | os.PathLike[str] | Location, *, argument: str = '
         ~tfsnippet.storage.StorageUnavailableError: The protocol's package is
             not installed.
     """
-    location = resolve(save_dir, argument=argument)
+    location = None
+    if isinstance(save_dir, Location):
+        location = save_dir
+    elif isinstance(save_dir, (str, os.PathLike)) and '://' in os.fsdecode(os.fspath(save_dir)):
+        location = resolve(save_dir, argument=argument)
+    if location is None:
+        return CheckpointStore(save_dir, **options)   # a local path (it checks it)
     if location.is_local:
         return CheckpointStore(location.path, **options)
     return ObjectCheckpointStore(location, argument=argument, **options)
