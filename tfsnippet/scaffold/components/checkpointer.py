@@ -24,9 +24,9 @@ from ..checkpoint.io import AsyncSaveStats, CheckpointWriteError
 from ..checkpoint.policies import (KeepBest, KeepLatest, KeepPolicy, SaveAtEnd, SaveEvery,
                                    SavePolicy, check_keep_policies, check_save_policies,
                                    enters_best, rank_pins)
+from ..checkpoint.object_store import ObjectCheckpointStore, check_store_access, open_store
 from ..checkpoint.saver import CheckpointSaver, check_checkpoint_objects
 from ..checkpoint.state_format import has_state
-from ..checkpoint.object_store import ObjectCheckpointStore, check_store_access, open_store
 from ..checkpoint.store import TMP_PREFIX, CheckpointStore
 from ..event_keys import EventKeys
 from ..metrics.monitor import Monitor, loop_monitor
@@ -424,8 +424,6 @@ class Checkpointer(LoopComponent):
     def _store(self) -> CheckpointStore | ObjectCheckpointStore:
         return open_store(self._save_dir(), argument='checkpoint_dir', keep=self._keep)
 
-
-
     def export_best(self, loop: Any, path: str | os.PathLike[str]) -> list[str]:
         """Write the weights of the pinned best checkpoint to `path`, for serving.
 
@@ -523,9 +521,9 @@ class Checkpointer(LoopComponent):
     def _refuse_classic_format(self) -> None:
         """A directory of the classic ``tf.train.Saver`` checkpoints is not ours to resume."""
         assert self._saver is not None
-        save_dir = self._saver.save_dir
-        if not self._location.is_local:
+        if not self._location.is_local:   # no classic Saver wrote to a bucket
             return
+        save_dir = self._saver.save_dir
         if self._saver.latest_checkpoint() is None and os.path.isfile(
                 os.path.join(save_dir, 'checkpoint')) and any(
                 name.endswith('.index') for name in os.listdir(save_dir)):
