@@ -34,6 +34,11 @@ they resume from the latest checkpoint; ``--kill-worker-at-step K`` shows it
 
     python -m tfsnippet.launch --workers 2 --max-restarts 1 examples/digits_distributed.py \\
         --strategy multiworker --checkpoint-steps 20 --kill-worker-at-step 50
+
+On a cluster whose workers share no disk, ``--checkpoint-dir`` puts the
+checkpoints on object storage (``s3://bucket/run1``, ``pip install
+"tfsnippet[s3]"``; ``gs://`` with ``tfsnippet[gcs]``), where a restarted
+job finds them.
 """
 
 import os
@@ -100,6 +105,9 @@ def main(argv=None):
                              'machine without GPU)')
     parser.add_argument('--checkpoint-steps', type=positive_int, default=None,
                         help='also save a checkpoint after every this many steps')
+    parser.add_argument('--checkpoint-dir', dest='checkpoint_url', default=None, metavar='URL',
+                        help='the checkpoints there instead of the run folder (a path, '
+                             'or an object-store URL such as s3://bucket/run1)')
     parser.add_argument('--kill-worker-at-step', type=positive_int, default=None, metavar='K',
                         help='worker 1 kills itself with SIGKILL after step K, in the '
                              "launcher's first run only (shows the restart)")
@@ -110,6 +118,8 @@ def main(argv=None):
     # (only the chief creates the run folder)
     args, (x_train, y_train), (x_valid, y_valid), (x_test, y_test) = start(
         parser, argv, create_output_dir=spt.distributed.is_chief())
+    if args.checkpoint_url is not None:
+        args.checkpoint_dir = args.checkpoint_url
     tf.config.experimental.enable_op_determinism()
     global_batch = args.batch_size
 

@@ -32,10 +32,16 @@ def _free_port() -> int:
 
 
 class MotoServer:
-    """One moto server process on 127.0.0.1, started by :meth:`start`."""
+    """One moto server process on 127.0.0.1, started by :meth:`start`.
 
-    def __init__(self, start_timeout: float = 30.0):
+    `env` is added to the server's environment (e.g.
+    ``INITIAL_NO_AUTH_ACTION_COUNT='0'``: every request is authenticated, and
+    the fake credentials are refused).
+    """
+
+    def __init__(self, start_timeout: float = 30.0, env: dict[str, str] | None = None):
         self.port = _free_port()
+        self.server_env = dict(env or {})
         self.endpoint = f'http://127.0.0.1:{self.port}'
         self.start_timeout = start_timeout
         self._process: subprocess.Popen | None = None
@@ -44,11 +50,14 @@ class MotoServer:
     def start(self) -> MotoServer:
         self._process = subprocess.Popen(
             [sys.executable, '-m', 'moto.server', '-H', '127.0.0.1', '-p', str(self.port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, **self.server_env})
         deadline = time.monotonic() + self.start_timeout
         while True:
             try:
                 urllib.request.urlopen(self.endpoint + '/', timeout=1).close()
+                break
+            except urllib.error.HTTPError:   # it answers (refusing, with authentication on)
                 break
             except (urllib.error.URLError, ConnectionError, OSError):
                 if self._process.poll() is not None:

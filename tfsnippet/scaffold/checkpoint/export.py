@@ -19,12 +19,21 @@ and renamed over `path`; a directory gets the new checkpoint files under a
 new name and then its ``checkpoint`` file is replaced, which is the instant
 the export takes effect.  A process killed at any time leaves the previous
 export or the new one, never a mix.
+
+**To an object store** (`path` an ``s3://``/``gs://`` URL, see
+:func:`tfsnippet.storage.resolve`): the export is written into a local
+temporary folder as above, then uploaded.  A weights file is one object,
+whose upload is atomic (a reader sees the previous object or the new one);
+a graph-mode directory gets its ``weights-<hex>.*`` objects first and its
+``checkpoint`` object last (the instant the export takes effect), then the
+objects of the previous export are deleted.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import tempfile
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -32,6 +41,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from ...storage import Location, is_url, resolve
 from ...tfops.tf_vars import as_tf_variable, normalize_variables, variable_name
 from ...utils.validation import short_repr
 from ...tfops.var_io import read_variables
@@ -70,6 +80,12 @@ def check_export_path(path: Any, arg_name: str, created_dir: str | None = None) 
     """
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
         raise TypeError(f'`{arg_name}` must be a file or directory path, got {short_repr(path)}')
+    if is_url(os.fspath(path)):   # an object store has no directories to create first
+        url = resolve(path, argument=arg_name).url
+        if tf.executing_eagerly() and not url.endswith(WEIGHTS_SUFFIX):
+            raise ValueError(f'`{arg_name}` must end in {WEIGHTS_SUFFIX!r} in eager mode (a '
+                             f'Keras weights file), got {url!r}')
+        return url
     path = os.path.abspath(os.fspath(path))
     parent = os.path.dirname(path)
     inside = created_dir is not None and _is_within(parent, os.path.abspath(created_dir))
@@ -136,7 +152,47 @@ def export_weights(path: str | os.PathLike[str], targets: Any, session: Any = No
 
 def write_export(path: str, targets: Any, values: Values | None, session: Any = None) -> None:
     """:func:`export_weights` of `values` (by variable) instead of the variables'
-    own values, when given; `path` is checked already."""
+    own values, when given; `path` is checked already (a URL is written locally,
+    then uploaded)."""
+    if not is_url(path):
+        _write_local(path, targets, values, session)
+        return
+    location = resolve(path, argument='path')
+    with tempfile.TemporaryDirectory(prefix='tfsnippet-export-') as tmp:
+        local = os.path.join(tmp, location.url.rsplit('/', 1)[-1])
+        _write_local(local, targets, values, session)
+        _upload_export(local, location)
+
+
+def _upload_export(local: str, location: Location) -> None:
+    """Upload the export at `local` to `location`, as the module says."""
+    fs = location.fs
+    if os.path.isfile(local):
+        fs.put_file(local, location.path)   # one object: atomic
+        return
+    state = None
+    for name in sorted(os.listdir(local)):
+        if name == _TF_STATE_FILE:
+            state = os.path.join(local, name)
+        elif _EXPORT_RE.fullmatch(name):
+            fs.put_file(os.path.join(local, name), location.join(name).path)
+    if state is None:
+        raise RuntimeError(f'The export in {local!r} has no {_TF_STATE_FILE!r} file')
+    with open(state, encoding='utf-8') as f:
+        current = re.search(r'model_checkpoint_path: "([^"]+)"', f.read())
+    fs.put_file(state, location.join(_TF_STATE_FILE).path)   # the export takes effect
+    keep = current.group(1) if current else None
+    try:
+        existing = fs.ls(location.path, detail=False)
+    except FileNotFoundError:
+        existing = []
+    for item in existing:
+        name = str(item).rstrip('/').rsplit('/', 1)[-1]
+        if _EXPORT_RE.fullmatch(name) and (keep is None or not name.startswith(keep + '.')):
+            fs.rm_file(location.join(name).path)
+
+
+def _write_local(path: str, targets: Any, values: Values | None, session: Any = None) -> None:
     if is_keras_model(targets):
         if tf.executing_eagerly():
             _export_model(path, targets, values)

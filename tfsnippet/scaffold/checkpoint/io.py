@@ -15,7 +15,9 @@ An asynchronous save (``CheckpointSaver(..., asynchronous=True)``, which
   :class:`~.store.CheckpointStore` in a background thread: the variables go
   into the same TensorFlow bundle files a synchronous save writes
   (:func:`write_bundle`), then the store fsyncs them, renames the directory
-  into place, moves the index and prunes, exactly as for a synchronous save.
+  into place, moves the index and prunes, exactly as for a synchronous save
+  (an :class:`~.object_store.ObjectCheckpointStore` uploads them, commits,
+  writes the index and prunes, all in the background thread too).
 
 One save is in flight at a time: the next save first waits for it (the
 *back-pressure*, counted in :class:`AsyncSaveStats`), since it reuses the
@@ -41,6 +43,7 @@ import tensorflow as tf
 from ...tfops.tf_vars import as_tf_variable
 from ...tfops.var_io import assign_variables
 from .state_format import EncodedState
+from .object_store import ObjectCheckpointStore
 from .store import CheckpointStore
 
 __all__ = ['AsyncCheckpointWriter', 'AsyncSaveStats', 'CheckpointWriteError', 'HostBuffers',
@@ -499,7 +502,7 @@ class AsyncCheckpointWriter:
         store: The store that lays the checkpoints out.
     """
 
-    def __init__(self, store: CheckpointStore):
+    def __init__(self, store: CheckpointStore | ObjectCheckpointStore):
         self._store = store
         self._thread: threading.Thread | None = None
         self._error: CheckpointWriteError | None = None
@@ -507,7 +510,7 @@ class AsyncCheckpointWriter:
         self.stats = AsyncSaveStats()
 
     @property
-    def store(self) -> CheckpointStore:
+    def store(self) -> CheckpointStore | ObjectCheckpointStore:
         """The store the checkpoints are saved through."""
         return self._store
 

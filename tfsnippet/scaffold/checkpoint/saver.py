@@ -23,15 +23,18 @@ newest complete checkpoint for the next start.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
 
+from ...storage import is_url
 from ...utils.misc import warn_user
 from ...tfops.session import get_default_session_or_error
 from ...tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
@@ -41,6 +44,7 @@ from . import state_format
 from .sources import VARS_PREFIX, BundleSource, tfsnippet_variables
 from .io import AsyncCheckpointWriter, AsyncSaveStats, HostBuffers, freeze_state, write_bundle
 from .state_format import CheckpointError, UntrustedCheckpointError
+from .object_store import ObjectCheckpointStore, open_store
 from .store import TMP_PREFIX, CheckpointStore, check_step
 
 __all__ = ['CheckpointSavableObject', 'CheckpointSaver', 'CheckpointError', 'LOOP_STATE_KEY']
@@ -120,6 +124,13 @@ class _SavedValues(Mapping[int, Any]):
     def __init__(self, source: BundleSource, keys: dict[int, str]):
         self._source = source
         self._keys = keys
+        self.local_copy: contextlib.ExitStack | None = None   # what holds a download
+
+    def hold(self, stack: contextlib.ExitStack) -> None:
+        """Keep the download in `stack` while these values may be read (closed when
+        this object is collected)."""
+        self.local_copy = stack
+        weakref.finalize(self, stack.close)
 
     def __getitem__(self, var_id: int) -> Any:
         return self._source.read(self._keys[var_id])
@@ -211,8 +222,8 @@ class CheckpointSaver:
         self._staging_ready = False
         self._variables = normalize_variables(variables, 'variables')
         self._objects = check_checkpoint_objects(objects, 'objects', allow_reserved=True)
-        self._store = CheckpointStore(save_dir, filename=filename, max_to_keep=max_to_keep,
-                                      durable=durable, keep=keep)
+        self._store = open_store(save_dir, filename=filename, max_to_keep=max_to_keep,
+                                 durable=durable, keep=keep)
         self._graph_mode = not tf.executing_eagerly()
         self._graph = tf.compat.v1.get_default_graph() if self._graph_mode else None
         self._saver: Any = None
@@ -247,7 +258,7 @@ class CheckpointSaver:
 
     @property
     def save_dir(self) -> str:
-        """The absolute path of the checkpoint directory."""
+        """The absolute path (or the URL) of the checkpoint directory."""
         return self._store.save_dir
 
     @property
@@ -261,8 +272,9 @@ class CheckpointSaver:
         return self._store.max_to_keep
 
     @property
-    def store(self) -> CheckpointStore:
-        """The :class:`~.store.CheckpointStore` that lays the checkpoints out on disk."""
+    def store(self) -> CheckpointStore | ObjectCheckpointStore:
+        """The :class:`~.store.CheckpointStore` that lays the checkpoints out on disk
+        (an :class:`~.object_store.ObjectCheckpointStore` for a URL)."""
         return self._store
 
     @property
@@ -495,8 +507,12 @@ class CheckpointSaver:
             # the store's first save cleans up its temporaries: before this one exists
             self._store.recover()
             self._staging_ready = True
-        os.makedirs(self.save_dir, exist_ok=True)
-        staged = tempfile.mkdtemp(prefix=f'{TMP_PREFIX}{LOOP_FILES_DIR}-', dir=self.save_dir)
+        if isinstance(self._store, ObjectCheckpointStore):
+            # a bucket: the store uploads a local staging folder, filled by `write` below
+            staged = tempfile.mkdtemp(prefix=f'{TMP_PREFIX}{LOOP_FILES_DIR}-')
+        else:
+            os.makedirs(self.save_dir, exist_ok=True)
+            staged = tempfile.mkdtemp(prefix=f'{TMP_PREFIX}{LOOP_FILES_DIR}-', dir=self.save_dir)
         try:
             written = write(staged)
         except BaseException:
@@ -528,12 +544,20 @@ class CheckpointSaver:
                 call, or at a look-up if the files break meanwhile).
         """
         var_dict = self._variable_dict()
-        source = tfsnippet_variables(path)   # the reader warm start has too
-        missing = sorted(key for key in var_dict if key not in source.shapes)
-        if missing:
-            raise CheckpointError(f'Cannot read the variables of checkpoint {path!r}: '
-                                  f'{KeyError(f"{missing} not found in the checkpoint")}')
-        return _SavedValues(source, {id(var): key for key, var in var_dict.items()})
+        stack = contextlib.ExitStack()
+        try:
+            local = stack.enter_context(self._store.local_copy(path))   # downloaded from a URL
+            source = tfsnippet_variables(local)   # the reader warm start has too
+            missing = sorted(key for key in var_dict if key not in source.shapes)
+            if missing:
+                raise CheckpointError(f'Cannot read the variables of checkpoint {path!r}: '
+                                      f'{KeyError(f"{missing} not found in the checkpoint")}')
+        except BaseException:
+            stack.close()
+            raise
+        values = _SavedValues(source, {id(var): key for key, var in var_dict.items()})
+        values.hold(stack)
+        return values
 
     def _save_async(self, step: int, var_dict: dict[str, tf.Variable], labels: dict[str, str],
                     session: Any, writer: AsyncCheckpointWriter,
@@ -627,11 +651,17 @@ class CheckpointSaver:
         self._session(session, {})               # check it before reading anything
         if self._writer is not None:
             self._writer.wait(raise_error=False)  # not while a save may prune it
-        path = os.path.abspath(path)
-        saved = state_format.read_state(path, trust_pickle=check_bool(trust_pickle,
-                                                                      'trust_pickle'))
+        trust_pickle = check_bool(trust_pickle, 'trust_pickle')
+        with self._store.local_copy(path) as local:   # a URL's checkpoint is downloaded
+            return self._restore_from(local, os.fspath(path) if is_url(path) else local,
+                                      session, trust_pickle)
+
+    def _restore_from(self, local: str, path: str, session: Any,
+                      trust_pickle: bool) -> dict[str, Any]:
+        """:meth:`restore` from the local folder `local` (`path`, in messages)."""
+        saved = state_format.read_state(local, trust_pickle=trust_pickle)
         var_dict = self._variable_dict()
-        prefix = os.path.join(path, VARS_PREFIX)
+        prefix = os.path.join(local, VARS_PREFIX)
         saved_shapes: dict[str, list[int]] = {}
         if saved.get('variables'):
             try:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -49,6 +50,7 @@ import numpy as np
 import tensorflow as tf
 
 from .state_format import CheckpointError, has_state, read_state
+from ...storage import is_url, resolve
 from .store import CheckpointStore
 
 __all__ = ['Source', 'BundleSource', 'KerasH5Source', 'open_source', 'open_tfsnippet',
@@ -369,6 +371,8 @@ def open_source(path: str | os.PathLike[str], trust_pickle: bool = False) -> Sou
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f'`source` must be a path (str or os.PathLike), got {path!r}')
+    if is_url(os.fsdecode(os.fspath(path))):
+        return _open_url(os.fsdecode(os.fspath(path)), trust_pickle)
     path = os.path.abspath(os.fsdecode(os.fspath(path)))
     expected = ('a tfsnippet checkpoint, a tf.train.Checkpoint or TF1 Saver checkpoint '
                 '(prefix or directory) or a Keras .weights.h5 file')
@@ -393,3 +397,87 @@ def open_source(path: str | os.PathLike[str], trust_pickle: bool = False) -> Sou
     if os.path.isfile(path + '.index'):
         return open_tf_checkpoint(path, trust_pickle)
     raise ValueError(f'`source` must be {expected}, got {path!r}, which does not exist')
+
+
+# ---------------------------------------------------------------- URLs
+class _FetchedSource:
+    """A :class:`Source` downloaded from an object store: `path` is the URL; the local
+    copy is deleted by :meth:`close`."""
+
+    def __init__(self, source: Source, url: str, tmp: tempfile.TemporaryDirectory[str]):
+        self._source = source
+        self._tmp = tmp
+        self.path = url
+        self.source_format = source.source_format
+        self.keys = source.keys
+        self.shapes = source.shapes
+        self.dtypes = source.dtypes
+
+    def read(self, key: str) -> np.ndarray:
+        return self._source.read(key)
+
+    def close(self) -> None:
+        self._source.close()
+        self._tmp.cleanup()
+
+
+def _open_url(url: str, trust_pickle: bool) -> Source:
+    """Download what `url` names (as :func:`open_source` reads a local path) and open it."""
+    location = resolve(url, argument='source')
+    tmp = tempfile.TemporaryDirectory(prefix='tfsnippet-source-')
+    try:
+        local, shown = _fetch(location, tmp.name)
+        source = open_source(local, trust_pickle)
+    except BaseException:
+        tmp.cleanup()
+        raise
+    return _FetchedSource(source, shown, tmp)
+
+
+def _fetch(location: Any, dest: str) -> tuple[str, str]:
+    """Download what `location` names into `dest`; return ``(local path, URL shown)``."""
+    from .object_store import ObjectCheckpointStore, filenames_in
+
+    fs = location.fs
+    base = location.url.rsplit('/', 1)[-1]
+    local = os.path.join(dest, base)
+    # a tfsnippet checkpoint root, its checkpoint/ folder, or one checkpoint of them
+    for folder in (location, location.join('checkpoint')):
+        names = filenames_in(folder)
+        if len(names) > 1:
+            raise ValueError(f'`source` {location.url!r} holds tfsnippet checkpoints of several '
+                             f'names {names}: pass the URL of one checkpoint')
+        if names:
+            store = ObjectCheckpointStore(folder, filename=names[0], argument='source')
+            latest = store.latest()
+            if latest is not None:
+                store.fetch(latest, local)
+                return local, latest
+    parent_url, _, name = location.url.rpartition('/')
+    m = re.fullmatch(r'(.+)-\d+', name)
+    if m and '://' in parent_url and not parent_url.endswith(':/'):
+        store = ObjectCheckpointStore(parent_url, filename=m.group(1), argument='source')
+        if location.url in store.checkpoints():
+            store.fetch(location.url, local)
+            return local, location.url
+    if fs.isfile(location.path):        # a weights file, or a TF checkpoint's .index
+        if location.url.endswith('.index'):
+            prefix = location.path[:-len('.index')]
+            _get_prefix(fs, prefix, dest)
+            return os.path.join(dest, base), location.url
+        fs.get_file(location.path, local)
+        return local, location.url
+    if fs.exists(location.path + '.index'):   # a TF checkpoint prefix
+        _get_prefix(fs, location.path, dest)
+        return local, location.url
+    if fs.isdir(location.path):         # a TF checkpoint's folder
+        fs.get(location.path.rstrip('/') + '/', local + '/', recursive=True)
+        return local, location.url
+    raise ValueError(f'`source` must be a checkpoint or weights file, got {location.url!r}, '
+                     f'which does not exist')
+
+
+def _get_prefix(fs: Any, prefix: str, dest: str) -> None:
+    """Download the files ``<prefix>.*`` (a TF checkpoint bundle) into `dest`."""
+    for item in fs.glob(prefix + '.*'):
+        fs.get_file(item, os.path.join(dest, str(item).rsplit('/', 1)[-1]))

@@ -119,13 +119,14 @@ leaves a consistent folder, an OS crash may not.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
 import os
 import re
 import shutil
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -302,6 +303,13 @@ class CheckpointStore:
         paths = {e.name: e.path for e in self._view(scan)[0]}
         return [(paths[pin['name']], {k: v for k, v in pin.items() if k != 'name'})
                 for pin in scan.pins if pin['name'] in paths]
+
+    @contextlib.contextmanager
+    def local_copy(self, path: str | os.PathLike[str]) -> Iterator[str]:
+        """The local folder to read the checkpoint `path` from: on local disk, `path`
+        itself (made absolute); the object store's downloads it (see
+        :meth:`~.object_store.ObjectCheckpointStore.local_copy`)."""
+        yield os.path.abspath(os.fspath(path))
 
     def _step_of(self, name: str) -> int | None:
         m = self._name_re.fullmatch(name)

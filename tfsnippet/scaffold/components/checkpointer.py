@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
+from ...storage import is_url, resolve
 from ...utils.events import Every
 from ...utils.misc import warn_user
 from ...utils.validation import check_bool, check_positive_int, check_positive_number
@@ -23,6 +24,7 @@ from ..checkpoint.io import AsyncSaveStats, CheckpointWriteError
 from ..checkpoint.policies import (KeepBest, KeepLatest, KeepPolicy, SaveAtEnd, SaveEvery,
                                    SavePolicy, check_keep_policies, check_save_policies,
                                    enters_best, rank_pins)
+from ..checkpoint.object_store import ObjectCheckpointStore, check_store_access, open_store
 from ..checkpoint.saver import CheckpointSaver, check_checkpoint_objects
 from ..checkpoint.state_format import has_state
 from ..checkpoint.store import TMP_PREFIX, CheckpointStore
@@ -43,6 +45,15 @@ class Checkpointer(LoopComponent):
     restores from the newest checkpoint when entered, before any component
     (:func:`~tfsnippet.scaffold.checkpoint.restore.restore_loop`; this
     component provides the saver), so add it before entering the loop.
+
+    **Where** (`checkpoint_dir`): a local folder (its ``checkpoint/``
+    subfolder holds the checkpoints, see :class:`~tfsnippet.scaffold.checkpoint.CheckpointStore`)
+    or an object-store URL, ``s3://bucket/run1`` or ``gs://bucket/run1``
+    (see :mod:`~tfsnippet.scaffold.checkpoint.object_store`): the store is
+    picked by :func:`~tfsnippet.scaffold.checkpoint.object_store.open_store`.
+    A URL nothing can serve is refused here; on entering the loop the chief
+    writes and deletes a probe, so a missing bucket or refused credentials
+    are a ``ValueError`` naming `checkpoint_dir`.
 
     **When** (`save`, a list of :mod:`save policies
     <tfsnippet.scaffold.checkpoint.policies>`): by default from the classic
@@ -131,7 +142,10 @@ class Checkpointer(LoopComponent):
                  save: Sequence[SavePolicy] | None = None,
                  keep: Sequence[KeepPolicy] | None = None):
         if not isinstance(checkpoint_dir, (str, os.PathLike)) or not str(checkpoint_dir):
-            raise TypeError(f'`checkpoint_dir` must be a directory path, got {checkpoint_dir!r}')
+            raise TypeError(f'`checkpoint_dir` must be a directory path or URL, got '
+                            f'{checkpoint_dir!r}')
+        # a URL of an unknown protocol, or one whose package is missing, is refused here
+        self._location = resolve(checkpoint_dir, argument='checkpoint_dir')
         epoch_freq = check_positive_int(epoch_freq, 'checkpoint_epoch_freq', allow_none=True)
         step_freq = check_positive_int(step_freq, 'checkpoint_step_freq', allow_none=True)
         max_to_keep = check_positive_int(max_to_keep, 'checkpoint_max_to_keep', allow_none=True)
@@ -139,7 +153,12 @@ class Checkpointer(LoopComponent):
         if not isinstance(restore, (bool, str, os.PathLike)):
             raise TypeError(
                 f'`restore_checkpoint` must be True, False or a checkpoint path, got {restore!r}')
-        if not isinstance(restore, bool):
+        if not isinstance(restore, bool) and is_url(os.fspath(restore)):
+            if self._location.is_local:
+                raise ValueError(f'`restore_checkpoint` {restore!r} is a URL: it must be a '
+                                 f'checkpoint of the loop\'s own `checkpoint_dir` on that store')
+            restore = os.fspath(restore)   # checked when restored
+        elif not isinstance(restore, bool):
             restore = os.path.abspath(restore)
             if not has_state(restore):
                 raise ValueError(
@@ -174,14 +193,14 @@ class Checkpointer(LoopComponent):
                                  'best checkpoint are what it exports')
             # the loop creates `checkpoint_dir`: the export may go into it
             export_best = check_export_path(export_best, 'export_best',
-                                            created_dir=os.fspath(checkpoint_dir))
+                                            created_dir=self._location.url)
         self._best_monitor: Monitor | None = None
         self._candidate: float | None = None    # this epoch's best value, not judged yet
         self._pins: list[dict[str, Any]] = []   # the k best pinned, best first
         self._unwatch: Callable[[], None] | None = None
         self._best_saver: CheckpointSaver | None = None   # kept after the exit, for exports
         self._async = check_bool(asynchronous, 'checkpoint_async')
-        self._dir = os.path.abspath(checkpoint_dir)
+        self._dir = self._location.url   # the absolute path, or the URL
         self._objects = check_checkpoint_objects(save_objects, 'checkpoint_save_objects')
         self._restore = restore
         self._variables = variables
@@ -255,6 +274,10 @@ class Checkpointer(LoopComponent):
         return self._async_stats
 
     def _check_writable(self) -> None:
+        if not self._location.is_local:   # a missing bucket, refused credentials: say so
+            check_store_access(self._location.join('checkpoint'), 'checkpoint_dir',
+                               shown=self._location)
+            return
         save_dir = os.path.join(self._dir, 'checkpoint')
         try:
             os.makedirs(save_dir, exist_ok=True)
@@ -395,8 +418,11 @@ class Checkpointer(LoopComponent):
         saver.wait()
         return saver.store.pinned()
 
-    def _store(self) -> CheckpointStore:
-        return CheckpointStore(os.path.join(self._dir, 'checkpoint'), keep=self._keep)
+    def _save_dir(self) -> str:
+        return self._location.join('checkpoint').url
+
+    def _store(self) -> CheckpointStore | ObjectCheckpointStore:
+        return open_store(self._save_dir(), argument='checkpoint_dir', keep=self._keep)
 
     def export_best(self, loop: Any, path: str | os.PathLike[str]) -> list[str]:
         """Write the weights of the pinned best checkpoint to `path`, for serving.
@@ -464,7 +490,7 @@ class Checkpointer(LoopComponent):
             # loop was constructed, so later variables are not left out)
             variables = list(tf.compat.v1.global_variables())
         self._saver = CheckpointSaver(
-            variables, os.path.join(self._dir, 'checkpoint'), objects=self._objects,
+            variables, self._save_dir(), objects=self._objects,
             keep=self._keep, asynchronous=self._async, loop_state=loop.state_dict,
             loop_files=loop.progress.datasets.writer, strict=True)
         self._async_stats = self._saver.async_stats
@@ -495,6 +521,8 @@ class Checkpointer(LoopComponent):
     def _refuse_classic_format(self) -> None:
         """A directory of the classic ``tf.train.Saver`` checkpoints is not ours to resume."""
         assert self._saver is not None
+        if not self._location.is_local:   # no classic Saver wrote to a bucket
+            return
         save_dir = self._saver.save_dir
         if self._saver.latest_checkpoint() is None and os.path.isfile(
                 os.path.join(save_dir, 'checkpoint')) and any(

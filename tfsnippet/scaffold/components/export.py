@@ -7,6 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from ...storage import is_url
 from ..checkpoint.export import WEIGHTS_SUFFIX, check_export_path, is_keras_model, write_export
 from .base import LoopComponent
 
@@ -24,7 +25,9 @@ class ExportBest(LoopComponent):
     `keep_best` (or ``KeepBest`` policy) pins the best.
 
     Args:
-        path: Eager mode: a ``.weights.h5`` file; graph mode: a directory.
+        path: Eager mode: a ``.weights.h5`` file; graph mode: a directory;
+            either may be an object-store URL (``s3://...``), uploaded once
+            written (see :mod:`tfsnippet.scaffold.checkpoint.export`).
         checkpointer: The checkpointer whose best is exported (default: the loop's).
 
     Raises:
@@ -75,7 +78,8 @@ def export_best_weights(checkpointer: Any, loop: Any, path: str | os.PathLike[st
     if saver is None:
         raise RuntimeError('`export_best` needs the loop to have been entered')
     path = check_export_path(path, 'path', created_dir=checkpointer.checkpoint_dir)
-    os.makedirs(os.path.dirname(path), exist_ok=True)   # within `checkpoint_dir`
+    if not is_url(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)   # within `checkpoint_dir`
     saver.wait()   # a save in flight may carry a new pin, or prune the old one
     recorded = saver.store.best()
     if recorded is None:
