@@ -56,8 +56,10 @@ def test_study_of_six_trials_prunes_the_bad_ones_and_returns_the_best_run(tmp_pa
         assert row.config['trial']['number'] == t.number
         assert row.status == ('pruned' if t.state == optuna.trial.TrialState.PRUNED
                               else 'completed')
-        if row.status == 'pruned':   # fewer epochs than max_epoch, a checkpoint saved
-            assert row.epoch < 3
+        if row.status == 'pruned':   # a checkpoint saved; the bad ones stopped early
+            # (a middling trial may be pruned too, at any epoch: with two jobs, what it
+            # is compared with depends on which trial completed first)
+            assert row.epoch < 3 or t.number not in (2, 4)
             assert os.listdir(os.path.join(root, row.run_id, 'checkpoint'))
         else:
             assert row.epoch == 3
