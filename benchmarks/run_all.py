@@ -25,7 +25,9 @@ from _bench import Row, describe_machine, format_table, met_text, read_rows  # n
 
 SCRIPTS = ['bench_train_loop.py', 'bench_state.py', 'bench_dataflow.py', 'bench_trainer.py',
            'bench_recording.py', 'bench_results.py', 'bench_checkpoint_async.py',
-           'bench_mlflow.py', 'bench_distributed.py', 'bench_state_format.py']
+           'bench_mlflow.py', 'bench_distributed.py', 'bench_state_format.py',
+           'bench_components.py', 'bench_tfdata_checkpoint.py', 'bench_object_store.py',
+           'bench_search.py']
 
 
 def _fmt(value: float) -> str:

@@ -151,6 +151,21 @@ def test_bench_distributed_quick_run_prints_the_tables(tmp_path):
         assert row['value'] > 0 and row['baseline_value'] > 0, row
 
 
+@pytest.mark.parametrize('script', ['bench_components.py', 'bench_tfdata_checkpoint.py',
+                                    'bench_object_store.py', 'bench_search.py'])
+def test_newer_benchmarks_quick_run_hand_their_rows_over(script, tmp_path):
+    """Each runs with --quick and writes the rows that run_all.py reads."""
+    out = tmp_path / 'rows.json'
+    env = dict(os.environ, PYTHONIOENCODING='utf-8')
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT.parent / script), '--quick', '--table-json', str(out)],
+        cwd=str(SCRIPT.parents[1]), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        encoding='utf-8', timeout=600)
+    assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}'
+    rows = json.loads(out.read_text(encoding='utf-8'))
+    assert rows and all(r['value'] >= 0 and r['case'] for r in rows), rows
+
+
 # ------------------------------------------------- the shared helper, _bench.py
 @pytest.fixture(scope='module')
 def bench():
