@@ -104,3 +104,28 @@ def test_pruner_options():
     for text in ('median:x', 'mean', 'none:1', 'median:1:2:3'):
         with pytest.raises(ValueError, match=r'`--pruner` must be median\[:WARMUP_STEPS'):
             make_pruner(text)
+
+
+@pytest.mark.distributed
+def test_cli_runs_each_trial_as_a_two_worker_job(tmp_path):
+    root = str(tmp_path / 'runs')
+    cmd = [sys.executable, '-m', 'tfsnippet.search', '--root', root, '--study', 'w2',
+           '--trials', '1', '--workers', '2', '--space', 'optimizer.lr=float:0.01:0.05:log',
+           '--pruner', 'none', '--seed', '0', '--',
+           os.path.join(os.path.dirname(__file__), 'mwms_trial_script.py')]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL,
+                          env={**os.environ, 'PYTHONPATH': REPO, 'TF_CPP_MIN_LOG_LEVEL': '3'})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert '[launch] starting 2 workers on 127.0.0.1' in out
+    epochs = re.findall(r'\[worker (\d)\] \[Epoch (\d)/3', out)
+    assert epochs == [('0', '1'), ('0', '2'), ('0', '3')]   # the chief prints, once
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(os.path.join(root, 'w2.optuna-journal')))
+    trial, = optuna.load_study(study_name='w2', storage=storage).trials
+    assert trial.state.name == 'COMPLETE'
+    row, = spt.results.query(root)     # one run for the two workers
+    assert (row.run_id, row.status, row.epoch) == ('w2-t0000', 'completed', 3)
+    assert row.config['trial'] == {'study': 'w2', 'number': 0}
+    assert row.best['valid_loss'] == pytest.approx(trial.value)

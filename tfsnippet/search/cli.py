@@ -25,7 +25,8 @@ __all__ = ['main', 'USAGE_EXIT_CODE']
 USAGE_EXIT_CODE = 2
 
 _EPILOG = """\
-Each trial runs `python -m tfsnippet.search.child SCRIPT [ARGS...] --NAME VALUE...`:
+Each trial runs `python -m tfsnippet.search.child SCRIPT [ARGS...] --NAME VALUE...`
+(with --workers N, as N workers of `python -m tfsnippet.launch`):
 the script's own spt.Experiment records the trial's run <root>/<study>-tNNNN (the
 root given here, whatever the script says), its first TrainLoop reports METRIC to
 the trial each epoch and is pruned as the pruner says.  Running the same command
@@ -48,6 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument('--trials', type=int, required=True,
                         help='how many trials the study has in all when the search ends')
     parser.add_argument('--jobs', type=int, default=1, help='trials run at once')
+    parser.add_argument('--workers', type=int, default=1, metavar='N',
+                        help='run each trial as N MultiWorkerMirroredStrategy workers on this '
+                             'machine, through `python -m tfsnippet.launch --workers N` (the '
+                             'script makes its strategy; only the chief talks to the study)')
     parser.add_argument('--space', action='append', default=[], metavar='SPEC',
                         help='NAME=int:LOW:HIGH[:log], NAME=float:LOW:HIGH[:log] or '
                              'NAME=categorical:A,B,C (repeat for each field)')
@@ -93,6 +98,25 @@ class _Processes:
                     pass
 
 
+def _child_script(root: str) -> str:
+    """A script under `root` that runs :func:`tfsnippet.search.child.main` (the launcher
+    starts a file, not ``-m``); written once, replaced atomically."""
+    path = os.path.join(root, '.tfsnippet-search-child.py')
+    text = 'from tfsnippet.search.child import main\n\nmain()\n'
+    try:
+        with open(path, encoding='utf-8') as f:
+            if f.read() == text:
+                return path
+    except OSError:
+        pass
+    os.makedirs(root, exist_ok=True)
+    tmp = f'{path}.{os.getpid()}.{threading.get_ident()}.tmp'
+    with open(tmp, 'w', encoding='utf-8') as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (143 when preempted)."""
     parser = _parser()
@@ -106,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error('give at least one `--space NAME=KIND:...`')
     if args.trials < 1 or args.jobs < 1:
         parser.error(f'`--trials` and `--jobs` must be >= 1, got {args.trials} and {args.jobs}')
+    if args.workers < 1:
+        parser.error(f'`--workers` must be >= 1, got {args.workers}')
     space: dict[str, Dimension] = {}
     try:
         for text in args.space:
@@ -141,7 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         env = {**os.environ, ENV_STUDY: args.study, ENV_STORAGE: spec, ENV_ROOT: root,
                ENV_TRIAL: str(job.number), ENV_RUN: job.run_id, ENV_METRIC: args.metric,
                ENV_PRUNER: pruner_spec}
-        cmd = [sys.executable, '-m', 'tfsnippet.search.child', *command, *override_args(params)]
+        if args.workers > 1:   # the launcher runs a file: a two-line one that runs the child
+            cmd = [sys.executable, '-m', 'tfsnippet.launch', '--workers', str(args.workers),
+                   _child_script(root), *command, *override_args(params)]
+        else:
+            cmd = [sys.executable, '-m', 'tfsnippet.search.child', *command,
+                   *override_args(params)]
         print(f'[search] trial {job.number} ({job.run_id}{", resumed" if job.resumed else ""})'
               f': {" ".join(override_args(params))}', flush=True)
         proc = processes.start(cmd, env)
