@@ -41,7 +41,7 @@ _EXPORTS: dict[str, str] = {
                      'SaveAtEnd', 'SaveEvery', 'UntrustedCheckpointError',
                      'convert_legacy_checkpoints', 'ExportBest', 'Preemption',
                      'TrainingPreempted', 'MetricRecorder', 'MetricSink', 'MultiSink',
-                     'chief_only'],
+                     'chief_only', 'MixedPrecision', 'Profiler'],
                     'scaffold'),
     'settings': 'settings_',
     **dict.fromkeys(['BaseTrainer', 'AnnealingScalar', 'DynamicValue', 'Evaluator',

@@ -9,6 +9,7 @@ from .checkpoint import (CheckpointError, CheckpointSavableObject, CheckpointSav
 from .components import (Checkpointer, EarlyStopping, ExportBest, LoopComponent, LossGuard,
                          LossGuardError, Preemption, ProgressBar, ReduceOnPlateau,
                          SummaryLogger, TrainingPreempted, WarmStart)
+from .components import MixedPrecision, Profiler
 from .components.run_recorder import MetricRecorder
 from .event_keys import EventKeys
 from .loop import TrainLoop
@@ -30,4 +31,4 @@ __all__ = ['CheckpointError', 'CheckpointSavableObject', 'Checkpointer', 'Checkp
            'export_weights', 'CheckpointWriteError', 'KeepBest', 'KeepEveryNth', 'KeepLatest',
            'SaveAtEnd', 'SaveEvery', 'UntrustedCheckpointError', 'convert_legacy_checkpoints',
            'ExportBest', 'Preemption', 'TrainingPreempted', 'MetricRecorder', 'MetricSink',
-           'MultiSink', 'chief_only']
+           'MultiSink', 'chief_only', 'MixedPrecision', 'Profiler']

@@ -1,12 +1,15 @@
 """The loop's features, each a :class:`LoopComponent`: early stopping, checkpoints,
-summaries, loss guard, reduce-on-plateau and the progress bar."""
+summaries, loss guard, reduce-on-plateau, the progress bar, mixed precision and
+the profiler."""
 
 from .base import LoopComponent
 from .checkpointer import Checkpointer
 from .early_stopping import EarlyStopping
 from .export import ExportBest
 from .loss_guard import LossGuard, LossGuardError
+from .mixed_precision import MixedPrecision
 from .preemption import Preemption, TrainingPreempted
+from .profiler import Profiler
 from .progress_bar import ProgressBar
 from .reduce_on_plateau import ReduceOnPlateau
 from .run_recorder import RunRecorder
@@ -15,4 +18,4 @@ from .warm_start import WarmStart
 
 __all__ = ['LoopComponent', 'Checkpointer', 'EarlyStopping', 'LossGuard', 'LossGuardError',
            'ProgressBar', 'ReduceOnPlateau', 'RunRecorder', 'SummaryLogger', 'WarmStart',
-           'ExportBest', 'Preemption', 'TrainingPreempted']
+           'ExportBest', 'Preemption', 'TrainingPreempted', 'MixedPrecision', 'Profiler']
