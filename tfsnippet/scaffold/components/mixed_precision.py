@@ -92,8 +92,8 @@ class MixedPrecision(LoopComponent):
                 f'`optimizer` must be a loss-scaled optimizer: a Keras '
                 f'keras.optimizers.LossScaleOptimizer (wrap yours: '
                 f'keras.optimizers.LossScaleOptimizer(optimizer)), or in TF1 graph code a '
-                f'tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer; got '
-                f'{short_repr(optimizer)}')
+                f'tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer; got type '
+                f'{type(optimizer).__name__}: {short_repr(optimizer)}')
         self._scale_var: Any = None
         if not self._keras:
             scales = [v for v in optimizer.variables() if 'current_loss_scale' in v.name]
