@@ -123,7 +123,6 @@ class Profiler(LoopComponent):
         self._clock: Any = None
         self._mark = self._start = 0.
         self._started = False
-        self._held_pending = 0.
         self._data = self._step = self._outside = self._checkpoint = self._summaries = 0.
         self._reported_epoch = 0
         #: the last epoch's breakdown, ``{metric name: share}`` and ``'seconds'``
@@ -215,42 +214,42 @@ class Profiler(LoopComponent):
     def _on_held(self, loop: Any, cause: str, seconds: float) -> None:
         if not self._started:
             return
-        self._held_pending += seconds
         if cause == 'checkpoint':
             self._checkpoint += seconds
         elif cause == 'summaries':
             self._summaries += seconds
-        else:   # another component holding the loop: bookkeeping, not the user's
-            self._held_pending -= seconds
+        # (another cause: left to the loop's bookkeeping, the rest)
+        self._mark += seconds   # out of the interval open now (data, step, outside)
 
     def _bd_before_epoch(self, loop: Any) -> None:
         if not self._started:   # the first epoch's breakdown starts with it
             self._started = True
             self._start = self._mark = self._clock()
         else:   # since the last report (a save aside): the loop's, the rest of its share
-            self._held_pending, self._mark = 0., self._clock()
+            self._mark = self._clock()
 
     def _bd_before_steps(self, loop: Any) -> None:
         if self._started:
             now = self._clock()
-            self._outside += now - self._mark - self._held_pending
-            self._held_pending, self._mark = 0., now
+            self._outside += now - self._mark
+            self._mark = now
 
+    # the two per-step handlers: one clock read, two additions
     def _bd_before_step(self, loop: Any) -> None:
         now = self._clock()
-        self._data += now - self._mark - self._held_pending
-        self._held_pending, self._mark = 0., now
+        self._data += now - self._mark
+        self._mark = now
 
     def _bd_after_step(self, loop: Any) -> None:
         now = self._clock()
-        self._step += now - self._mark - self._held_pending
-        self._held_pending, self._mark = 0., now
+        self._step += now - self._mark
+        self._mark = now
 
     def _bd_after_steps(self, loop: Any) -> None:
         if self._started:
             now = self._clock()
-            self._data += now - self._mark - self._held_pending
-            self._held_pending, self._mark = 0., now
+            self._data += now - self._mark
+            self._mark = now
 
     def _bd_printing(self, loop: Any) -> None:
         if not loop.within_step:
@@ -264,7 +263,7 @@ class Profiler(LoopComponent):
             return
         self._reported_epoch = loop.epoch
         now = self._clock()
-        self._outside += now - self._mark - self._held_pending
+        self._outside += now - self._mark
         total = now - self._start
         parts = [self._data, self._step, self._outside, self._checkpoint, self._summaries]
         parts.append(total - sum(parts))
@@ -272,7 +271,6 @@ class Profiler(LoopComponent):
                   for (name, _), part in zip(BREAKDOWN_PARTS, parts)}
         self.last_breakdown = {**shares, 'seconds': total}
         self._start = self._mark = now
-        self._held_pending = 0.
         self._data = self._step = self._outside = self._checkpoint = self._summaries = 0.
         loop.collect_metrics(shares)
         if self._print:
@@ -303,7 +301,6 @@ class Profiler(LoopComponent):
             self._clock = loop.clock
             self._started = False
             self._reported_epoch = loop.epoch
-            self._held_pending = 0.
             self._data = self._step = self._outside = self._checkpoint = self._summaries = 0.
             for key, handler in (
                     (EventKeys.BEFORE_EPOCH, self._bd_before_epoch),
