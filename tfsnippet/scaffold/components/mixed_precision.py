@@ -23,7 +23,7 @@ def _keras_loss_scale_optimizer() -> type | None:
         import keras
     except ImportError:   # pragma: no cover - keras ships with TensorFlow 2.16+
         return None
-    return keras.optimizers.LossScaleOptimizer   # type: ignore[no-any-return]
+    return keras.optimizers.LossScaleOptimizer
 
 
 def _is_v1_loss_scale_optimizer(optimizer: Any) -> bool:
