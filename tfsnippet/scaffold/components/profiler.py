@@ -64,10 +64,11 @@ class Profiler(LoopComponent):
     body outside the steps (a validation), the time the loop was held by
     checkpoint saves and summary writes, and the loop's own bookkeeping
     (the rest: its work between two epochs, a component's handlers; its
-    microsecond or two per step counts as data wait).  The epoch of the breakdown runs from the previous epoch's
-    report (the first time: the epoch's start) to this one's: its
-    epoch-level ``print_logs()``, or the end of the epoch if it prints none;
-    a save after the report counts in the next epoch.  The shares (each in
+    microsecond or two per step counts as data wait).  The epoch of the
+    breakdown runs from the previous epoch's report (the first time: the
+    epoch's start) to this one's: its epoch-level ``print_logs()``, or the
+    end of the epoch if it prints none; a save after the report counts in
+    the next epoch.  The shares (each in
     ``[0, 1]``, summing to 1) are collected as the metrics
     ``time_share_data``... so the epoch line, the summaries and every sink
     receive them; `print_breakdown` also prints one line of percentages
@@ -178,7 +179,8 @@ class Profiler(LoopComponent):
         tf.profiler.experimental.stop()
         self._traced = True
         kind, (start, stop) = self.window   # type: ignore[misc]
-        what = f'{kind} {start}-{stop}' if complete else f'{kind} {start}-{getattr(loop, kind[:-1])}'
+        last = stop if complete else getattr(loop, kind[:-1])   # left inside the window
+        what = f'{kind} {start}-{last}'
         loop.println(f'Profiler trace of {what} written to '
                      f'{os.path.join(self._trace_dir or "", "plugins", "profile")} (TensorBoard: '
                      f'the Profile tab)')
