@@ -41,7 +41,7 @@ _EXPORTS: dict[str, str] = {
                      'SaveAtEnd', 'SaveEvery', 'UntrustedCheckpointError',
                      'convert_legacy_checkpoints', 'ExportBest', 'Preemption',
                      'TrainingPreempted', 'MetricRecorder', 'MetricSink', 'MultiSink',
-                     'chief_only', 'MultiTaskMetrics'],
+                     'chief_only', 'MultiTaskMetrics', 'MixedPrecision', 'Profiler'],
                     'scaffold'),
     'KerasCallbacks': 'scaffold',
     'settings': 'settings_',

@@ -369,6 +369,10 @@ def test_clear_event_handlers_accepts_event_keys_member():
     ('EPOCH_LOGGING', 'epoch_logging'),
     ('BEFORE_EXECUTION', 'before_execution'),
     ('AFTER_EXECUTION', 'after_execution'),
+    ('BEFORE_STEPS', 'before_steps'),
+    ('AFTER_STEPS', 'after_steps'),
+    ('LOGS_PRINTING', 'logs_printing'),
+    ('LOOP_HELD', 'loop_held'),
 ])
 def test_event_keys_values(member, value):
     key = getattr(EventKeys, member)
@@ -379,4 +383,4 @@ def test_event_keys_values(member, value):
 
 
 def test_event_keys_has_exactly_the_documented_members():
-    assert len(EventKeys) == 20
+    assert len(EventKeys) == 24

@@ -27,6 +27,9 @@ class EventKeys(str, enum.Enum):
     ``TIME_METRIC_STATS_PRINTED``     ``(loop, {name: StatisticsCollector})``
     ``METRIC_STATS_REDUCED``          ``(loop, scope, {name: {'mean', 'std', 'count'}})``
     ``SUMMARY_ADDED``                 ``(loop, summary)``
+    ``BEFORE_STEPS``/``AFTER_STEPS``  ``(loop)``
+    ``LOGS_PRINTING``                 ``(loop)``
+    ``LOOP_HELD``                     ``(loop, cause, seconds)``
     ================================  ==================================
 
     The remaining keys (``STEP_*``, ``EPOCH_*``, ``BEFORE_EXECUTION``,
@@ -37,6 +40,7 @@ class EventKeys(str, enum.Enum):
         ENTER_LOOP(loop)                          # entering `with`
         for epoch in loop.iter_epochs():
             BEFORE_EPOCH(loop)
+            BEFORE_STEPS(loop)         # the step loop opens, before the first batch
             for step in loop.iter_steps(data):
                 BEFORE_STEP(loop)
                 ...   # collect_metrics -> METRICS_COLLECTED(loop, metrics)
@@ -45,6 +49,7 @@ class EventKeys(str, enum.Enum):
                       #               TIME_METRIC_STATS_PRINTED(loop, stats),
                       #               METRIC_STATS_REDUCED(loop, 'step_log', stats)
                 AFTER_STEP(loop)       # then `step_time` is recorded
+            AFTER_STEPS(loop)          # the step loop closes (also on break/exception)
             AFTER_EPOCH(loop)          # then `epoch_time` is recorded, and
                                        # METRIC_STATS_REDUCED(loop, 'epoch', stats)
         EXIT_LOOP(loop)                           # leaving `with`
@@ -72,6 +77,15 @@ class EventKeys(str, enum.Enum):
     collective of ``print_logs()`` (an epoch that prints no line announces
     the process's own statistics).
 
+    ``LOGS_PRINTING`` fires at the start of each ``print_logs()``, after its
+    timer stopped and before the statistics are taken: a component that
+    reads a value only when a line is printed (a loss scale) collects it
+    there.  ``LOOP_HELD`` is fired by components that hold the loop up
+    (``cause`` ``'checkpoint'`` for a save, ``'summaries'`` for a write),
+    with the seconds it took, and only while someone listens (see
+    :meth:`~tfsnippet.LoopComponent.hold`); the step-loop and print events
+    never fire per step.
+
     ``loop.events.on(key, handler, every=Every(steps=N))`` (or
     ``epochs=``/``seconds=``) calls a handler only when its schedule is due.
     """
@@ -93,6 +107,10 @@ class EventKeys(str, enum.Enum):
     TIME_METRIC_STATS_PRINTED = 'time_metric_stats_printed'
     METRIC_STATS_REDUCED = 'metric_stats_reduced'
     SUMMARY_ADDED = 'summary_added'
+    BEFORE_STEPS = 'before_steps'
+    AFTER_STEPS = 'after_steps'
+    LOGS_PRINTING = 'logs_printing'
+    LOOP_HELD = 'loop_held'
     STEP_EVALUATION = 'step_evaluation'
     STEP_ANNEALING = 'step_annealing'
     STEP_LOGGING = 'step_logging'
@@ -109,5 +127,6 @@ LOOP_EVENT_KEYS = (
     EventKeys.BEFORE_STEP, EventKeys.AFTER_STEP, EventKeys.METRICS_COLLECTED,
     EventKeys.TIME_METRICS_COLLECTED, EventKeys.METRIC_STATS_PRINTED,
     EventKeys.TIME_METRIC_STATS_PRINTED, EventKeys.SUMMARY_ADDED,
-    EventKeys.METRIC_STATS_REDUCED,
+    EventKeys.METRIC_STATS_REDUCED, EventKeys.BEFORE_STEPS, EventKeys.AFTER_STEPS,
+    EventKeys.LOGS_PRINTING, EventKeys.LOOP_HELD,
 )

@@ -1,5 +1,6 @@
 """The loop's features, each a :class:`LoopComponent`: early stopping, checkpoints,
-summaries, loss guard, reduce-on-plateau and the progress bar."""
+summaries, loss guard, reduce-on-plateau, the progress bar, mixed precision and
+the profiler."""
 
 from .base import LoopComponent
 from .checkpointer import Checkpointer
@@ -8,7 +9,9 @@ from .export import ExportBest
 from .keras_callbacks import KerasCallbacks
 from .loss_guard import LossGuard, LossGuardError
 from .multitask import MultiTaskMetrics
+from .mixed_precision import MixedPrecision
 from .preemption import Preemption, TrainingPreempted
+from .profiler import Profiler
 from .progress_bar import ProgressBar
 from .reduce_on_plateau import ReduceOnPlateau
 from .run_recorder import RunRecorder
@@ -17,5 +20,6 @@ from .warm_start import WarmStart
 
 __all__ = ['LoopComponent', 'Checkpointer', 'EarlyStopping', 'LossGuard', 'LossGuardError',
            'ProgressBar', 'ReduceOnPlateau', 'RunRecorder', 'SummaryLogger', 'WarmStart',
-           'ExportBest', 'Preemption', 'TrainingPreempted', 'MultiTaskMetrics']
+           'ExportBest', 'Preemption', 'TrainingPreempted', 'MultiTaskMetrics',
+           'MixedPrecision', 'Profiler']
 __all__ += ['KerasCallbacks']

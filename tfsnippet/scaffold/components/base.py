@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...utils.events import EventHandle, Every
@@ -57,6 +58,24 @@ class LoopComponent:
                   every: Every | int | dict[str, Any] | None = None) -> EventHandle:
         """``loop.events.on(key, handler, every=every)``, removed when the loop is left."""
         return loop.events.on(key, handler, every=every, owner=self)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def hold(loop: TrainLoop, cause: str) -> Iterator[None]:
+        """Time the block as the loop held up by `cause` (``'checkpoint'``,
+        ``'summaries'``...): ``LOOP_HELD(loop, cause, seconds)`` fires after it
+        (also when it raises), read with the loop's clock only while a handler
+        listens (a time breakdown), so it costs nothing otherwise."""
+        handlers = loop.events.handlers(EventKeys.LOOP_HELD)
+        if not handlers:
+            yield
+            return
+        clock = loop.clock
+        start = clock()
+        try:
+            yield
+        finally:
+            loop.events.fire(EventKeys.LOOP_HELD, loop, cause, clock() - start)
 
     def expect_metric(self, loop: TrainLoop, name: str, who: str) -> None:
         """Say, through the loop's :meth:`~TrainLoop.notice`, when metric `name`

@@ -324,6 +324,11 @@ class Checkpointer(LoopComponent):
         """
         if self._saver is None:
             raise RuntimeError('The loop of this Checkpointer is not entered')
+        with self.hold(loop, 'checkpoint'):   # timed only for a time breakdown
+            return self._write_checkpoint(loop, best)
+
+    def _write_checkpoint(self, loop: Any, best: Mapping[str, Any] | None) -> str:
+        assert self._saver is not None
         try:
             loop.backend.join()   # the scheduled steps are done: the variables are settled
             if best is None:   # saved again at a step pinned: still among the best

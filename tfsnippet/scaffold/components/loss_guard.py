@@ -24,6 +24,12 @@ class LossGuard(LoopComponent):
     when the schedule `every` is due (reading an eager tensor waits for the
     device, so a sparser schedule costs less).
 
+    Under mixed precision, a loss-scaled optimizer skips a step whose
+    gradients are not finite and lowers its scale: when `metric` is the
+    *scaled* loss named by the loop's :class:`~tfsnippet.MixedPrecision`
+    (its `scaled_loss`), a non-finite value does not trip the guard; a
+    non-finite *unscaled* loss does.
+
     Args:
         metric: The metric to watch (``'loss'``).
         threshold: Also trip when the value is above this.
@@ -67,6 +73,9 @@ class LossGuard(LoopComponent):
 
     def _check(self, loop: Any, value: float) -> None:
         if math.isnan(value) or math.isinf(value):
+            scaling = loop.component('mixed_precision')
+            if scaling is not None and scaling.excuses(self._metric, value):
+                return   # a scaled loss: the optimizer skips this step and lowers the scale
             problem = f'`{self._metric}` is {value}'
         elif self._threshold is not None and value > self._threshold:
             problem = f'`{self._metric}` is {value:.6g}, above the threshold {self._threshold:g}'

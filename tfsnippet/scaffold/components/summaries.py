@@ -104,6 +104,18 @@ class SummaryLogger(LoopComponent, MetricSink):
         """The summary writer (``None`` until the loop is entered with `summary_dir`)."""
         return self._writer
 
+    @property
+    def summary_dir(self) -> str | None:
+        """The folder the summaries go to: `summary_dir`, else the given writer's
+        (``None`` if it does not say)."""
+        if self._summary_dir is not None:
+            return self._summary_dir
+        writer = self._writer
+        if isinstance(writer, SummaryWriter):
+            return writer.logdir
+        get_logdir = getattr(writer, 'get_logdir', None)
+        return str(get_logdir()) if callable(get_logdir) else None
+
     def _tag(self, name: str) -> str | None:
         tag = self._tags.get(name, '')
         if tag == '':
@@ -121,7 +133,8 @@ class SummaryLogger(LoopComponent, MetricSink):
             if self._commits.due(name):
                 buffer.append((step, tag, name, value))
         if len(buffer) >= BUFFER_LIMIT:
-            self.flush()
+            with self.hold(loop, 'summaries'):
+                self.flush()
 
     @property
     def stream(self) -> str | None:
@@ -157,7 +170,8 @@ class SummaryLogger(LoopComponent, MetricSink):
             if loop.step > first_step and elapsed > 0:
                 self._buffer.append((loop.step, STEPS_PER_SEC_TAG, STEPS_PER_SEC_TAG,
                                      (loop.step - first_step) / elapsed))
-        self.flush()
+        with self.hold(loop, 'summaries'):
+            self.flush()
 
     def add_summary(self, summary: Any, step: int) -> None:
         """Write a summary proto (or its bytes) at `step`, after the buffered values

@@ -49,6 +49,8 @@ class LoopIteration:
         self._before_step_handlers = events.handlers(EventKeys.BEFORE_STEP)
         self._after_step_handlers = events.handlers(EventKeys.AFTER_STEP)
         self._time_metrics_handlers = events.handlers(EventKeys.TIME_METRICS_COLLECTED)
+        self._before_steps_handlers = events.handlers(EventKeys.BEFORE_STEPS)
+        self._after_steps_handlers = events.handlers(EventKeys.AFTER_STEPS)
         self.within_epoch = self.within_step = False
         self.step_data: Any = None
         self.dataflows: list[DataFlow] = []   # DataFlows given to iter_steps, in order
@@ -153,6 +155,8 @@ class LoopIteration:
         max_step = self.max_step
         first_step = progress.step
         try:
+            if self._before_steps_handlers:
+                self._events.fire(EventKeys.BEFORE_STEPS, loop)
             if self.stop_requested or (max_step is not None and progress.step >= max_step):
                 return
             for batch in batches:   # the limit is checked after each step, before fetching
@@ -186,6 +190,10 @@ class LoopIteration:
         finally:
             self.within_step = False
             metrics.step_start = self.step_data = None
-            close = getattr(iterator, 'close', None) if owns_iterator else None
-            if close is not None:
-                close()
+            try:
+                close = getattr(iterator, 'close', None) if owns_iterator else None
+                if close is not None:
+                    close()
+            finally:
+                if self._after_steps_handlers:
+                    self._events.reverse_fire(EventKeys.AFTER_STEPS, loop)

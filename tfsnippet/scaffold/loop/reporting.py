@@ -70,6 +70,7 @@ class LoopMetrics:
         self._time_handlers = events.handlers(EventKeys.TIME_METRICS_COLLECTED)
         #: the handlers of ``METRICS_COLLECTED`` (a live list: checked on every collect)
         self.metrics_handlers = events.handlers(EventKeys.METRICS_COLLECTED)
+        self._printing_handlers = events.handlers(EventKeys.LOGS_PRINTING)
         #: the statistics of this epoch's epoch-level lines (merged across workers), if any
         self._printed_epoch: dict[str, StatisticsCollector] | None = None
         #: whether the table of parameters was printed (a trainer then does not repeat it)
@@ -200,12 +201,16 @@ class LoopMetrics:
         within_step = loop.within_step
         if within_step:
             self.stop_step_timer()
-            stats, clear = book.step_line_stats(), book.clear_step
         elif loop.within_epoch:
             self.stop_epoch_timer()
-            stats, clear = book.epoch_stats(), book.clear_epoch
         else:
             raise RuntimeError(f'{NOT_IN_LOOP}: `print_logs()` needs a loop')
+        if self._printing_handlers:   # values read only when a line is printed
+            loop.events.fire(EventKeys.LOGS_PRINTING, loop)
+        if within_step:
+            stats, clear = book.step_line_stats(), book.clear_step
+        else:
+            stats, clear = book.epoch_stats(), book.clear_epoch
         # a collective under multi-worker training: every worker prints alike
         stats = loop.distribution.reduce_printed(stats, within_step)
         if not within_step:   # what this epoch announces when it ends
