@@ -87,11 +87,43 @@ def keras_callbacks_batch_method() -> Sequence[Any]:
     return [spt.KerasCallbacks([keras.callbacks.TerminateOnNaN()], model=_keras_model())]
 
 
+_OPTIMIZER: list[Any] = []
+
+
+def mixed_precision_idle() -> Sequence[Any]:
+    """MixedPrecision over a built LossScaleOptimizer: it reads it at print time only."""
+    import keras
+    import tensorflow as tf
+    import tfsnippet as spt
+    if not _OPTIMIZER:
+        var = tf.Variable(1.)
+        optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+        optimizer.apply([tf.constant(0.)], [var])   # built: its scale is a variable
+        _OPTIMIZER.append(optimizer)
+    return [spt.MixedPrecision(_OPTIMIZER[0])]
+
+
+def profiler_outside_window() -> Sequence[Any]:
+    """A Profiler whose steps window is never reached."""
+    import tempfile
+    import tfsnippet as spt
+    return [spt.Profiler(steps=(10 ** 9, 10 ** 9), logdir=tempfile.gettempdir())]
+
+
+def profiler_breakdown() -> Sequence[Any]:
+    """The Profiler's time breakdown (no trace)."""
+    import tfsnippet as spt
+    return [spt.Profiler(breakdown=True)]
+
+
 #: The rows, in table order: add yours here.
 CASES: list[Case] = [
     Case('KerasCallbacks, no batch method (3 callbacks)', keras_callbacks_epoch_only),
     Case('KerasCallbacks, TerminateOnNaN (a batch method: per step by design)',
          keras_callbacks_batch_method, target_us=None),
+    Case('MixedPrecision (LossScaleOptimizer), idle', mixed_precision_idle),
+    Case('Profiler outside its steps window', profiler_outside_window),
+    Case('Profiler(breakdown=True)', profiler_breakdown),
 ]
 
 
