@@ -95,8 +95,7 @@ from typing import Any
 
 from ...storage import Location, is_url, resolve
 from ...utils.text import short_repr
-from ...utils.validation import check_positive_int
-from .policies import KeepBest, KeepLatest, KeepPolicy, check_keep_policies, rank_pins
+from .policies import KeepPolicy, Retention
 from .store import INDEX_FILE, MARKER_FILE, TMP_PREFIX, CheckpointStore, check_step
 
 __all__ = ['ObjectCheckpointStore', 'open_store', 'check_store_access', 'StoreConflictError',
@@ -232,12 +231,8 @@ class ObjectCheckpointStore:
         self._fs = location.fs
         self._argument = argument
         self._filename = filename
-        self._max_to_keep = check_positive_int(max_to_keep, 'max_to_keep', allow_none=True)
         self._durable = durable
-        self._keep = check_keep_policies(keep)
-        if self._max_to_keep is not None:
-            self._keep.append(KeepLatest(self._max_to_keep))
-        self._best_k = next((p.k for p in self._keep if isinstance(p, KeepBest)), 1)
+        self._retention = Retention(max_to_keep, keep)
         self._prefix_re = re.compile(re.escape(filename) + r'-(\d+)\.([0-9a-f]{32})')
         self._conditional = location.protocol in ('s3', 's3a')
         self._recovered = False
@@ -261,17 +256,17 @@ class ObjectCheckpointStore:
     @property
     def max_to_keep(self) -> int | None:
         """How many checkpoints are kept (``None``: all)."""
-        return self._max_to_keep
+        return self._retention.max_to_keep
 
     @property
     def keep(self) -> list[KeepPolicy]:
         """The keep policies (`max_to_keep` as a :class:`~.policies.KeepLatest`)."""
-        return list(self._keep)
+        return list(self._retention.policies)
 
     @property
     def best_k(self) -> int:
         """How many checkpoints a pin keeps pinned."""
-        return self._best_k
+        return self._retention.best_k
 
     @property
     def durable(self) -> bool:
@@ -549,8 +544,8 @@ class ObjectCheckpointStore:
         entries[name] = entry
         pins = [p for p in scan.pins if p['name'] in names and p['name'] != name]
         if best_info is not None:
-            pins = self._add_pin(pins, {**best_info, 'name': name})
-        victims, names = self._retain(names, pins)
+            pins = self._retention.add_pin(pins, {**best_info, 'name': name})
+        victims, names = self._retention.split(names, _steps(names), pins)
         self._write_index(names, {n: entries[n].prefix for n in names}, seq, pins, scan.etag)
 
         # 5. prune
@@ -581,37 +576,13 @@ class ObjectCheckpointStore:
         if name not in entries:
             raise ValueError(f'`step` {step} has no checkpoint to pin in {self.save_dir!r}; '
                              f'the checkpoints are {list(entries)}')
-        pins = self._add_pin([p for p in scan.pins if p['name'] in entries],
+        pins = self._retention.add_pin([p for p in scan.pins if p['name'] in entries],
                              {**info, 'name': name})
-        victims, names = self._retain(list(entries), pins)
+        victims, names = self._retention.split(list(entries), _steps(entries), pins)
         self._write_index(names, {n: entries[n].prefix for n in names}, scan.max_seq(), pins,
                           scan.etag)
         self._delete([entries[n] for n in victims])
         return self._path(entries[name])
-
-    def _add_pin(self, pins: list[dict[str, Any]],
-                 pin: dict[str, Any]) -> list[dict[str, Any]]:
-        others = [p for p in pins if p['name'] != pin['name'] and
-                  p.get('metric') == pin.get('metric')]
-        if self._best_k == 1 or not others:
-            return [pin]
-        value = pin.get('value')
-        if (isinstance(value, bool) or not isinstance(value, (int, float)) or
-                pin.get('mode') not in ('min', 'max')):
-            raise TypeError(f'`best` must hold a number `value` and a `mode` of "min" or "max" '
-                            f'to rank it among the {self._best_k} best, got {pin!r}')
-        return rank_pins([pin] + others, self._best_k)
-
-    def _retain(self, names: list[str],
-                pins: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
-        if not self._keep or not names:
-            return [], names
-        pinned = {p['name'] for p in pins}
-        steps = [int(n.rsplit('-', 1)[1]) for n in names]
-        kept = {names[-1]} | pinned
-        for policy in self._keep:
-            kept |= policy.keeps(names, steps, pinned)
-        return [n for n in names if n not in kept], [n for n in names if n in kept]
 
     def recover(self) -> None:
         """Delete what killed saves left (prefixes without a marker, committed ones
@@ -668,6 +639,11 @@ class ObjectCheckpointStore:
         """Write and delete a probe object: a clear ``ValueError`` naming the argument
         when the bucket does not exist or the credentials are refused."""
         check_store_access(self._location, self._argument)
+
+
+def _steps(names: Any) -> list[int]:
+    """The steps of checkpoint names ``<filename>-<step>``."""
+    return [int(n.rsplit('-', 1)[1]) for n in names]
 
 
 def filenames_in(location: Location) -> list[str]:

@@ -30,7 +30,7 @@ from typing import Any
 from ...utils.validation import check_positive_int, check_positive_number
 
 __all__ = ['KeepPolicy', 'KeepLatest', 'KeepBest', 'KeepEveryNth', 'SavePolicy', 'SaveEvery',
-           'SaveAtEnd', 'check_keep_policies', 'check_save_policies']
+           'SaveAtEnd', 'check_keep_policies', 'check_save_policies', 'Retention']
 
 
 class KeepPolicy:
@@ -141,6 +141,60 @@ def check_keep_policies(keep: Any, arg_name: str = 'keep') -> list[KeepPolicy]:
     if sum(isinstance(p, KeepBest) for p in keep) > 1:
         raise ValueError(f'`{arg_name}` may hold one KeepBest, got {keep!r}')
     return list(keep)
+
+
+class Retention:
+    """What a checkpoint store keeps, whichever store it is (a local folder or a bucket).
+
+    Args:
+        max_to_keep: Keep this many newest checkpoints (``None``: all); it
+            becomes a :class:`KeepLatest` among the policies.
+        keep: Keep policies (one or a list).
+
+    Raises:
+        TypeError, ValueError: `max_to_keep` is not a positive int or None,
+            or `keep` holds something other than keep policies.
+    """
+
+    def __init__(self, max_to_keep: int | None = None,
+                 keep: KeepPolicy | list[KeepPolicy] | None = None):
+        self.max_to_keep = check_positive_int(max_to_keep, 'max_to_keep', allow_none=True)
+        self.policies = check_keep_policies(keep)
+        if self.max_to_keep is not None:
+            self.policies.append(KeepLatest(self.max_to_keep))
+        #: How many checkpoints a pin keeps pinned (the ``k`` of a KeepBest, else 1).
+        self.best_k = next((p.k for p in self.policies if isinstance(p, KeepBest)), 1)
+
+    def add_pin(self, pins: list[dict[str, Any]], pin: dict[str, Any]) -> list[dict[str, Any]]:
+        """`pins` with `pin` added: the new one alone (one best, or another metric),
+        else the `best_k` best of them.
+
+        Raises:
+            TypeError: Ranking is needed and `pin` lacks a number ``value`` or a
+                ``mode`` of ``'min'`` or ``'max'``.
+        """
+        others = [p for p in pins if p['name'] != pin['name'] and
+                  p.get('metric') == pin.get('metric')]
+        if self.best_k == 1 or not others:
+            return [pin]
+        value = pin.get('value')
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or
+                pin.get('mode') not in ('min', 'max')):
+            raise TypeError(f'`best` must hold a number `value` and a `mode` of "min" or "max" '
+                            f'to rank it among the {self.best_k} best, got {pin!r}')
+        return rank_pins([pin] + others, self.best_k)
+
+    def split(self, names: list[str], steps: list[int],
+              pins: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+        """``(removed, kept)`` of `names` (oldest first, of the given `steps`): what
+        any policy keeps, the pinned checkpoints and the newest stay."""
+        if not self.policies or not names:
+            return [], names
+        pinned = {p['name'] for p in pins}
+        kept = {names[-1]} | pinned
+        for policy in self.policies:
+            kept |= policy.keeps(names, steps, pinned)
+        return [n for n in names if n not in kept], [n for n in names if n in kept]
 
 
 class SavePolicy:

@@ -130,8 +130,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...utils.validation import check_positive_int
-from .policies import KeepBest, KeepLatest, KeepPolicy, check_keep_policies, rank_pins
+from .policies import KeepPolicy, Retention
 
 __all__ = ['CheckpointStore', 'INDEX_FILE', 'MARKER_FILE', 'TMP_PREFIX']
 
@@ -226,12 +225,8 @@ class CheckpointStore:
             raise TypeError(f'`durable` must be True or False, got {durable!r}')
         self._save_dir = os.path.abspath(os.fspath(save_dir))
         self._filename = filename
-        self._max_to_keep = check_positive_int(max_to_keep, 'max_to_keep', allow_none=True)
         self._durable = durable
-        self._keep = check_keep_policies(keep)
-        if self._max_to_keep is not None:
-            self._keep.append(KeepLatest(self._max_to_keep))
-        self._best_k = next((p.k for p in self._keep if isinstance(p, KeepBest)), 1)
+        self._retention = Retention(max_to_keep, keep)
         self._name_re = re.compile(re.escape(filename) + r'-(\d+)')
         self._recovered = False
 
@@ -249,18 +244,18 @@ class CheckpointStore:
     @property
     def max_to_keep(self) -> int | None:
         """How many checkpoints are kept (``None``: all)."""
-        return self._max_to_keep
+        return self._retention.max_to_keep
 
     @property
     def keep(self) -> list[KeepPolicy]:
         """The keep policies (`max_to_keep` as a :class:`~.policies.KeepLatest`)."""
-        return list(self._keep)
+        return list(self._retention.policies)
 
     @property
     def best_k(self) -> int:
         """How many checkpoints a pin keeps pinned (the ``k`` of its
         :class:`~.policies.KeepBest`, else 1)."""
-        return self._best_k
+        return self._retention.best_k
 
     @property
     def durable(self) -> bool:
@@ -449,8 +444,9 @@ class CheckpointStore:
         # replacing a pinned checkpoint's content unpins it: the pin was of the old
         pins = [p for p in scan.pins if p['name'] in names and p['name'] != name]
         if best_info is not None:
-            pins = self._add_pin(pins, {**best_info, 'name': name})
-        victims, names = self._retain(names, pins)
+            pins = self._retention.add_pin(pins, {**best_info, 'name': name})
+        victims, names = self._retention.split(names, [self._step_of(n) or 0 for n in names],
+                                               pins)
         self._write_index(names, seq, pins)
 
         # 5.-6. delete the pruned checkpoints and the displaced copy
@@ -486,41 +482,13 @@ class CheckpointStore:
             raise ValueError(f'`step` {step} has no checkpoint to pin in {self._save_dir!r}; '
                              f'the checkpoints are {names}')
         paths = {e.name: e.path for e in view}
-        pins = self._add_pin([p for p in scan.pins if p['name'] in names],
+        pins = self._retention.add_pin([p for p in scan.pins if p['name'] in names],
                              {**info, 'name': name})
-        victims, names = self._retain(names, pins)
+        victims, names = self._retention.split(names, [self._step_of(n) or 0 for n in names],
+                                               pins)
         self._write_index(names, scan.max_seq(), pins)
         self._delete([self._doom(paths[n], n) for n in victims])
         return paths[name]
-
-    def _add_pin(self, pins: list[dict[str, Any]],
-                 pin: dict[str, Any]) -> list[dict[str, Any]]:
-        """`pins` with `pin` added: the new one alone (one best, or another metric),
-        else the `best_k` best of them."""
-        others = [p for p in pins if p['name'] != pin['name'] and
-                  p.get('metric') == pin.get('metric')]
-        if self._best_k == 1 or not others:
-            return [pin]
-        value = pin.get('value')
-        if (isinstance(value, bool) or not isinstance(value, (int, float)) or
-                pin.get('mode') not in ('min', 'max')):
-            raise TypeError(f'`best` must hold a number `value` and a `mode` of "min" or "max" '
-                            f'to rank it among the {self._best_k} best, got {pin!r}')
-        return rank_pins([pin] + others, self._best_k)
-
-    def _retain(self, names: list[str],
-                pins: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
-        """``(removed, kept)`` of `names` (oldest first) by the keep policies: what
-        any of them keeps, the pinned checkpoints and the newest."""
-        if not self._keep or not names:
-            return [], names
-        pinned = {p['name'] for p in pins}
-        steps = [self._step_of(n) or 0 for n in names]
-        kept = {names[-1]} | pinned
-        for policy in self._keep:
-            kept |= policy.keeps(names, steps, pinned)
-        victims = [n for n in names if n not in kept]
-        return victims, [n for n in names if n in kept]
 
     def recover(self) -> None:
         """Finish or undo what killed saves left; keep every complete checkpoint.
