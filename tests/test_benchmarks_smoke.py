@@ -185,15 +185,19 @@ def counting_clock():
     return itertools.count().__next__
 
 
-def test_time_alternating_runs_the_contestants_in_turn(bench):
-    calls = []
-
+def recording(calls):
+    """A contestant factory: each run appends its name to `calls`, inside the stopwatch."""
     def contestant(name):
         def run(watch):
             with watch:
                 calls.append(name)
         return run
+    return contestant
 
+
+def test_time_alternating_runs_the_contestants_in_turn(bench):
+    calls = []
+    contestant = recording(calls)
     samples = bench.time_alternating({'base': contestant('base'), 'cand': contestant('cand')},
                                      repeats=3, cpu_clock=counting_clock())
 
@@ -206,12 +210,7 @@ def test_time_alternating_runs_the_contestants_in_turn(bench):
 
 def test_mirrored_rounds_reverse_every_other_round(bench):
     calls = []
-
-    def contestant(name):
-        def run(watch):
-            with watch:
-                calls.append(name)
-        return run
+    contestant = recording(calls)
 
     samples = bench.time_alternating({'a': contestant('a'), 'b': contestant('b')}, repeats=3,
                                      mirror=True)

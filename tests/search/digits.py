@@ -34,9 +34,9 @@ class DigitsConfig(spt.Config):
     seed = 1
 
 
-def train(config, on_epoch=None):
-    """Train the MLP; `on_epoch(loop, epoch)` is called after each epoch's print."""
-    (x_train, y_train), (x_valid, y_valid) = data()
+def build(config):
+    """The MLP's variables, its built Adam optimizer and its loss function (call it in a
+    strategy's scope to make them distributed)."""
     rng = np.random.RandomState(config.seed)
     w1 = tf.Variable(rng.normal(0, 0.1, [64, config.hidden]).astype(np.float32))
     b1 = tf.Variable(np.zeros([config.hidden], np.float32))
@@ -49,6 +49,14 @@ def train(config, on_epoch=None):
     def loss_of(x, y):
         logits = tf.matmul(tf.nn.relu(tf.matmul(x, w1) + b1), w2) + b2
         return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
+
+    return params, opt, loss_of
+
+
+def train(config, on_epoch=None):
+    """Train the MLP; `on_epoch(loop, epoch)` is called after each epoch's print."""
+    (x_train, y_train), (x_valid, y_valid) = data()
+    params, opt, loss_of = build(config)
 
     flow = spt.DataFlow.arrays([x_train, y_train], config.batch_size, shuffle=True,
                                random_state=config.seed)

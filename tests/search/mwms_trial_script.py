@@ -1,30 +1,18 @@
 """An spt.Experiment script that trains under MultiWorkerMirroredStrategy: the trial of
 the command-line test with ``--workers 2`` (each trial a two-worker job)."""
 
-import numpy as np
 import tensorflow as tf
 
 import tfsnippet as spt
-from tests.search.digits import DigitsConfig, data
+from tests.search.digits import DigitsConfig, build, data
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 
 with spt.Experiment(DigitsConfig) as exp:
     config = exp.config
     (x_train, y_train), (x_valid, y_valid) = data()
-    rng = np.random.RandomState(config.seed)
     with strategy.scope():
-        w1 = tf.Variable(rng.normal(0, 0.1, [64, config.hidden]).astype(np.float32))
-        b1 = tf.Variable(np.zeros([config.hidden], np.float32))
-        w2 = tf.Variable(rng.normal(0, 0.1, [config.hidden, 10]).astype(np.float32))
-        b2 = tf.Variable(np.zeros([10], np.float32))
-        params = [w1, b1, w2, b2]
-        opt = tf.keras.optimizers.Adam(config.optimizer.lr, beta_1=config.optimizer.beta_1)
-        opt.build(params)
-
-    def loss_of(x, y):
-        logits = tf.matmul(tf.nn.relu(tf.matmul(x, w1) + b1), w2) + b2
-        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
+        params, opt, loss_of = build(config)
 
     def replica_step(x, y):
         with tf.GradientTape() as tape:
