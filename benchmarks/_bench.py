@@ -10,8 +10,9 @@ Scripts in this directory put it on ``sys.path`` themselves and import it as
   the machine's load hits them alike, and keep each one's wall and CPU times
   as :class:`Samples` (with :attr:`Samples.best` and :attr:`Samples.median`);
 * :func:`paired_ratio`: the per-round ratios of two contestants, their
-  median and quartiles (:class:`PairedRatio`), and whether a target is met
-  by all of the interquartile range, by none of it, or is unclear;
+  median, quartiles and the 95% confidence interval of the median
+  (:class:`PairedRatio`), and whether a target is met by all of that
+  interval, by none of it, or is unclear;
 * :class:`Row`, one line of the combined table of ``run_all.py``, which the
   scripts hand over as JSON with :func:`write_rows` and :func:`read_rows`;
 * :func:`format_table`, the one way a table is printed.
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import platform
 import statistics
@@ -237,9 +239,10 @@ class PairedRatio:
     ``higher_is_better``, baseline time / candidate time, a ratio of speeds),
     taken from runs made side by side, so a change of the machine's load
     between rounds cancels out of it.  The median of these ratios is the
-    figure; their quartiles say how steady it is, and whether a target is
-    decided: met when the whole interquartile range meets it, missed when
-    none of it does, unclear otherwise.
+    figure; their quartiles say how much one round varies, and the 95%
+    confidence interval of the median whether a target is decided: met when
+    the whole interval meets it, missed when none of it does, unclear
+    otherwise.
 
     Attributes:
         ratios: One ratio per round, in run order.
@@ -268,22 +271,38 @@ class PairedRatio:
         low, high = self.quartiles
         return (high - low) / self.median
 
+    @property
+    def interval(self) -> tuple[float, float]:
+        """A 95% confidence interval of the median ratio, from the order statistics
+        of the per-round ratios (no assumption on their distribution): the
+        ratios of ranks ``(n - 1.96 sqrt(n)) / 2`` and the same from the top.
+        Narrower than the quartiles once there are more than about 16 rounds;
+        with fewer, the quartiles."""
+        n = len(self.ratios)
+        k = int((n - 1.96 * math.sqrt(n)) / 2)
+        ordered = sorted(self.ratios)
+        q_low, q_high = self.quartiles
+        if n < 2 or k < 0:
+            return q_low, q_high
+        return max(ordered[k], q_low), min(ordered[n - 1 - k], q_high)
+
     def decide(self, at_least: float | None = None, at_most: float | None = None) -> str:
         """``'yes'``, ``'no'`` or ``'unclear'``: whether the target (a bound on the
-        ratio) is met by all, none, or part of the interquartile range."""
+        ratio) is met by all, none, or part of :attr:`interval` (the 95%
+        confidence interval of the median ratio)."""
         if (at_least is None) == (at_most is None):
             raise ValueError(f'give exactly one of `at_least` and `at_most`, got '
                              f'{at_least!r} and {at_most!r}')
-        low, high = self.quartiles
+        low, high = self.interval
         if at_least is not None:
             return 'yes' if low >= at_least else ('no' if high < at_least else 'unclear')
         assert at_most is not None
         return 'yes' if high <= at_most else ('no' if low > at_most else 'unclear')
 
     def text(self) -> str:
-        """``median [q1, q3] best B``, for a table cell."""
-        low, high = self.quartiles
-        return f'{self.median:.3f} [{low:.3f}, {high:.3f}] best {self.best:.3f}'
+        """``median (95% CI low-high) best B``, for a table cell."""
+        low, high = self.interval
+        return f'{self.median:.3f} ({low:.3f}-{high:.3f}) best {self.best:.3f}'
 
 
 def paired_ratio(baseline: Samples, candidate: Samples, *,

@@ -281,15 +281,15 @@ def noop_costs(strategy: Any, batches: int, repeats: int) -> tuple[Samples, Samp
 def ratio_row(case: str, times: dict[str, list[float]]) -> tuple[Row, list[str]]:
     """The TrainLoop / bare row of `times` (ms per step of each run, paired by
     round), and its table cells.  The figure is the median of the per-round
-    ratios; the target counts as met when their whole interquartile range
-    meets it (``unclear`` in the table, and not met in the row, when it
-    straddles the target)."""
+    ratios; the target counts as met when the whole 95% confidence interval
+    of that median meets it (``unclear`` in the table, and not met in the
+    row, when it straddles the target)."""
     bare, loop = Samples(times['bare'], times['bare']), Samples(times['TrainLoop'],
                                                                 times['TrainLoop'])
     paired = paired_ratio(bare, loop)
     decided = paired.decide(at_most=TARGET_RATIO)
     row = Row(case, 'bare strategy.run loop', bare.median, bare.median * paired.median,
-              'ms/step', f'ratio ≤ {TARGET_RATIO} (whole IQR)', decided == 'yes')
+              'ms/step', f'ratio ≤ {TARGET_RATIO} (whole 95% CI)', decided == 'yes')
     cells = [case, f'{bare.median:.3f}', f'{loop.median:.3f}', f'{bare.best:.3f}',
              f'{loop.best:.3f}', paired.text(), f'{paired.spread:.1%}', f'≤ {TARGET_RATIO}',
              decided]
@@ -381,9 +381,9 @@ def main_process(size_name: str, table_json: str | None) -> int:
 
     print()
     print('Summary (ms per step; medians and bests of the timed runs; the ratio is the median '
-          'of the per-round ratios, with its interquartile range)')
+          'of the per-round ratios, with its 95% confidence interval)')
     print(format_table(('case', 'bare median', 'TrainLoop median', 'bare best',
-                        'TrainLoop best', 'ratio: median [IQR] best', 'IQR/median', 'target',
+                        'TrainLoop best', 'ratio: median (95% CI) best', 'IQR/median', 'target',
                         'met'), ratio_cells, align='lrrrrrrll'))
     print('  The epochs are timed; entering and leaving the TrainLoop (once per job) is not.')
     print('  "their share" = (TrainLoop - bare all-reduces per epoch) x ms per all-reduce '

@@ -12,9 +12,9 @@ The same MLP (64-128-10) on scikit-learn's digits, batch size 64:
 Runs alternate in mirrored rounds (hand, Trainer, Trainer, hand, ...), each
 run a whole TrainLoop of a few epochs, and each round gives one ratio of speeds
 (Trainer / hand-written).  The table shows the median ratio with its
-quartiles and the ratio of the best runs; a target counts as met only when
-the whole interquartile range meets it ("unclear" when it straddles the
-target).  Usage: ``python benchmarks/bench_trainer.py [--quick] [--style all|eager|graph]``.
+quartiles (their spread, IQR/median), the 95% confidence interval of the
+median and the ratio of the best runs; a target counts as met only when the
+whole interval meets it ("unclear" when it straddles the target).  Usage: ``python benchmarks/bench_trainer.py [--quick] [--style all|eager|graph]``.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def main() -> None:
     parser.add_argument('--json', action='store_true', help=argparse.SUPPRESS)
     parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
     args = parser.parse_args()
-    epochs, repeats = (1, 2) if args.quick else (5, 41)
+    epochs, repeats = (1, 2) if args.quick else (20, 21)
     if args.json:
         run = run_eager if args.style == 'eager' else run_graph
         print(json.dumps(run(epochs, repeats)))
@@ -209,7 +209,7 @@ def main() -> None:
         hand_rate, ours = r['steps'] / hand.median, r['steps'] / trainer.median
         results.append(Row(f'Trainer vs hand-written loop [{style}]', 'hand-written loop',
                            hand_rate, hand_rate * paired.median, 'steps/s',
-                           f'ratio >= {TARGET:g} (whole IQR)',
+                           f'ratio >= {TARGET:g} (whole 95% CI)',
                            None if decided == 'unclear' else decided == 'yes'))
         table.append((f'Trainer vs hand-written loop [{style}]', f'{hand_rate:.1f}',
                       f'{ours:.1f}', paired.text(), f'{paired.spread:.1%}', f'>={TARGET:g}',
@@ -223,7 +223,7 @@ def main() -> None:
                 table.append((case, f'{r[key]:.1f}', f'{value:.1f}',
                               f'{value / r[key]:.3f}', '', '', ''))
     print(format_table(('case', 'baseline steps/s', 'Trainer steps/s',
-                        'ratio: median [IQR] best', 'IQR/median', 'target', 'met'),
+                        'ratio: median (95% CI) best', 'IQR/median', 'target', 'met'),
                        table, align='lrrrrrr'))
     write_rows(args.table_json, results)
 

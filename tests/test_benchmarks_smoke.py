@@ -229,7 +229,7 @@ def test_paired_ratio_is_the_median_of_per_round_ratios(bench):
     assert times.decide(at_most=1.15) == 'yes' and times.decide(at_most=1.05) == 'no'
     speeds = bench.paired_ratio(base, cand, higher_is_better=True)
     assert speeds.median == pytest.approx(1 / 1.1)
-    assert speeds.text().startswith('0.909 [0.909, 0.909] best 1.111')
+    assert speeds.text().startswith('0.909 (0.909-0.909) best 1.111')
 
 
 def test_paired_ratio_is_unclear_when_the_spread_straddles_the_target(bench):
@@ -359,3 +359,15 @@ def test_bench_state_format_quick_run_prints_both_paths_and_the_ratio(tmp_path):
     assert [r['baseline'] for r in rows] == ['pickle', 'pickle']
     assert rows[0]['target'] == '<= 1.0x' and rows[0]['met'] in (True, False)
     assert os.listdir(tmp_path) == ['rows.json']   # the temporary files are gone
+
+
+def test_paired_ratio_decides_on_the_confidence_interval_of_the_median(bench):
+    # 41 rounds: the interval is the ratios of ranks 14 and 26 (of 0..40), inside the quartiles
+    base = bench.Samples(wall=[1.] * 41, cpu=[0.] * 41)
+    cand = bench.Samples(wall=[1. + i / 1000 for i in range(41)], cpu=[0.] * 41)
+    paired = bench.paired_ratio(base, cand)
+    assert paired.interval == pytest.approx((1.014, 1.026))
+    assert paired.quartiles == pytest.approx((1.010, 1.030))
+    assert paired.decide(at_most=1.027) == 'yes'      # the whole interval, not the IQR
+    assert paired.decide(at_most=1.02) == 'unclear'
+    assert paired.decide(at_most=1.013) == 'no'
