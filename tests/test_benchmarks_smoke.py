@@ -141,7 +141,8 @@ def test_bench_distributed_quick_run_prints_the_tables(tmp_path):
                  'MultiWorkerMirrored, 2 workers [worker 1]'):
         line = next((x for x in summary.splitlines() if x.startswith(case)), None)
         assert line is not None, f'no row for {case!r} in:\n{summary}'
-        assert line.rstrip().endswith(('yes', 'no')), line
+        # decided on the confidence interval of the median: 'unclear' when it straddles
+        assert line.rstrip().endswith(('yes', 'no', 'unclear')), line
     rows = {r['case']: r for r in json.loads(rows_path.read_text(encoding='utf-8'))}
     assert sorted(rows) == sorted([
         'Mirrored, 2 logical CPUs', 'MultiWorkerMirrored, 2 workers [worker 0]',
