@@ -207,3 +207,17 @@ def test_import_tfsnippet_imports_no_optuna():
     done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                           env={**os.environ, 'PYTHONPATH': os.getcwd()})
     assert done.stdout.strip() == 'ok', done.stderr
+
+
+def test_an_object_store_root_is_refused_not_taken_for_a_local_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"`root` must be a local folder .* got the URL "
+                                         r"'s3://bucket/runs'"):
+        spt.Search(DigitsConfig, {'hidden': spt.search.Int(8, 16)}, metric='valid_loss',
+                   root='s3://bucket/runs')
+    from tfsnippet.search.cli import main as search_main
+    with pytest.raises(SystemExit) as info:
+        search_main(['--root', 'memory://bucket/runs', '--study', 's', '--trials', '1',
+                     '--space', 'hidden=int:8:16', '--', 'script.py'])
+    assert info.value.code == 2
+    assert not os.listdir(tmp_path)   # no local folder named after the URL

@@ -14,8 +14,8 @@ from typing import Any
 from ..experiment.store import ResultsStore
 from ..utils.status import PREEMPTED_EXIT_CODE
 from .core import (ENV_METRIC, ENV_PRUNER, ENV_ROOT, ENV_RUN, ENV_STORAGE, ENV_STUDY, ENV_TRIAL,
-                   TrialJob, TrialRunner, check_definition, make_pruner, missing_metric_error,
-                   open_storage, open_study, run_id_of, trial_value)
+                   TrialJob, TrialRunner, check_definition, local_root, make_pruner,
+                   missing_metric_error, open_storage, open_study, run_id_of, trial_value)
 from .space import Dimension, override_args, parse_space_arg
 
 __all__ = ['main', 'USAGE_EXIT_CODE']
@@ -142,10 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_definition(args.metric, args.direction)
         pruner_spec = args.pruner
         make_pruner(pruner_spec)
+        root = local_root(args.root, '--root')
     except (TypeError, ValueError) as e:
         parser.error(str(e))
     import optuna
-    root = os.path.abspath(args.root)
     storage, spec = open_storage(args.storage, root, args.study)
     assert spec is not None
     sampler = optuna.samplers.TPESampler(seed=args.seed) if args.seed is not None else None

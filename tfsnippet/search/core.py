@@ -58,6 +58,26 @@ class TrialPruned(optuna.TrialPruned, RunPruned):
 
 
 # ------------------------------------------------------------------ storage and study
+def local_root(root: Any, argument: str = 'root') -> str:
+    """The absolute local folder of a search's runs (through :func:`tfsnippet.storage.resolve`).
+
+    The search keeps its study journal and reads its trials' rows under `root`,
+    which needs a local folder (a journal file cannot live on an object store).
+
+    Raises:
+        TypeError: `root` is not a path.
+        ValueError: `root` is an object-store URL.
+    """
+    from ..storage import resolve
+    location = resolve(root, argument=argument)
+    if not location.is_local:
+        raise ValueError(
+            f'`{argument}` must be a local folder (the study journal and the trials\' rows '
+            f'live there), got the URL {location.url!r}: give a local root, or a shared file '
+            f'system reached by every machine, with `storage=` an Optuna RDB URL')
+    return location.path
+
+
 def open_storage(storage: Any, root: str, study: str) -> tuple[Any, str | None]:
     """The Optuna storage and, when it is one a trial's process can reopen, its spec.
 

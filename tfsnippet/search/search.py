@@ -15,7 +15,8 @@ from ..experiment.store import ResultsStore, RunRow
 from ..utils.status import PREEMPTED_EXIT_CODE
 from ..utils.text import typed_repr
 from .core import (TrialJob, TrialPruned, TrialRunner, check_definition,
-                   missing_metric_error, open_storage, open_study, run_id_of, trial_value)
+                   local_root, missing_metric_error, open_storage, open_study, run_id_of,
+                   trial_value)
 from .space import check_space, override_args
 
 __all__ = ['Search']
@@ -106,6 +107,7 @@ class Search:
             raise TypeError(f'`study` must be a non-empty str, got {typed_repr(study)}')
         if not isinstance(root, (str, os.PathLike)) or not os.fspath(root):
             raise TypeError(f'`root` must be a directory path, got {typed_repr(root)}')
+        root = local_root(root)
         if isinstance(args, str) or not all(isinstance(a, str) for a in args):
             raise TypeError(f'`args` must be a list of str, got {typed_repr(args)}')
         if experiment_kwargs is not None and not isinstance(experiment_kwargs, Mapping):
@@ -118,7 +120,7 @@ class Search:
         self._config_class = config_class
         self._metric = metric
         self._direction = direction
-        self._root = os.path.abspath(os.fspath(root))
+        self._root = root
         self._args = list(args)
         self._experiment_kwargs = dict(experiment_kwargs or {})
         self._storage, self._storage_spec = open_storage(storage, self._root, study)
