@@ -95,8 +95,9 @@ from typing import Any
 
 from ...storage import Location, is_url, resolve
 from ...utils.text import short_repr
-from .policies import KeepPolicy, Retention
-from .store import INDEX_FILE, MARKER_FILE, TMP_PREFIX, CheckpointStore, check_step
+from .policies import KeepPolicy
+from .store import (INDEX_FILE, MARKER_FILE, TMP_PREFIX, CheckpointStore, StoreSettings,
+                    check_step)
 
 __all__ = ['ObjectCheckpointStore', 'open_store', 'check_store_access', 'StoreConflictError',
            'filenames_in']
@@ -191,7 +192,7 @@ def access_error(location: Location, argument: str, error: BaseException) -> Val
                       f'{error}')
 
 
-class ObjectCheckpointStore:
+class ObjectCheckpointStore(StoreSettings):
     """Lays out numbered checkpoints under an object-store URL, crash-safely.
 
     The protocol, and what a process killed before each object-store
@@ -221,18 +222,10 @@ class ObjectCheckpointStore:
         if location.is_local:
             raise TypeError(f'`{argument}` must be an object-store URL, got '
                             f'{short_repr(save_dir)}: use a CheckpointStore for a local path')
-        if (not isinstance(filename, str) or not filename or filename.startswith('.') or
-                '/' in filename):
-            raise ValueError(
-                f'`filename` must be a plain file name not starting with ".", got {filename!r}')
-        if not isinstance(durable, bool):
-            raise TypeError(f'`durable` must be True or False, got {durable!r}')
+        super().__init__(filename, max_to_keep, durable, keep)
         self._location = location
         self._fs = location.fs
         self._argument = argument
-        self._filename = filename
-        self._durable = durable
-        self._retention = Retention(max_to_keep, keep)
         self._prefix_re = re.compile(re.escape(filename) + r'-(\d+)\.([0-9a-f]{32})')
         self._conditional = location.protocol in ('s3', 's3a')
         self._recovered = False
@@ -247,31 +240,6 @@ class ObjectCheckpointStore:
     def location(self) -> Location:
         """The resolved location of the folder."""
         return self._location
-
-    @property
-    def filename(self) -> str:
-        """The name prefix of the checkpoints."""
-        return self._filename
-
-    @property
-    def max_to_keep(self) -> int | None:
-        """How many checkpoints are kept (``None``: all)."""
-        return self._retention.max_to_keep
-
-    @property
-    def keep(self) -> list[KeepPolicy]:
-        """The keep policies (`max_to_keep` as a :class:`~.policies.KeepLatest`)."""
-        return list(self._retention.policies)
-
-    @property
-    def best_k(self) -> int:
-        """How many checkpoints a pin keeps pinned."""
-        return self._retention.best_k
-
-    @property
-    def durable(self) -> bool:
-        """The `durable` argument (uploads are durable either way)."""
-        return self._durable
 
     def path_of(self, step: int) -> str:
         """The path (URL) the checkpoint of `step` has once saved."""

@@ -175,7 +175,59 @@ class _Scan:
         return max(seqs)
 
 
-class CheckpointStore:
+class StoreSettings:
+    """What both checkpoint stores (a local folder, and a bucket's
+    :class:`~.object_store.ObjectCheckpointStore`) are given: the checkpoints'
+    name prefix, whether writes are made durable, and what is kept.
+
+    Raises:
+        ValueError: `filename` is not a plain file name, or `max_to_keep`
+            is below 1.
+        TypeError: `durable` is not a bool, `max_to_keep` not an int, or
+            `keep` holds something other than keep policies.
+    """
+
+    def __init__(self, filename: str, max_to_keep: int | None, durable: bool,
+                 keep: KeepPolicy | list[KeepPolicy] | None):
+        if (not isinstance(filename, str) or not filename or filename.startswith('.') or
+                '/' in filename or os.sep in filename or
+                (os.altsep is not None and os.altsep in filename)):
+            raise ValueError(
+                f'`filename` must be a plain file name not starting with ".", got {filename!r}')
+        if not isinstance(durable, bool):
+            raise TypeError(f'`durable` must be True or False, got {durable!r}')
+        self._filename = filename
+        self._durable = durable
+        self._retention = Retention(max_to_keep, keep)
+
+    @property
+    def filename(self) -> str:
+        """The name prefix of the checkpoints."""
+        return self._filename
+
+    @property
+    def max_to_keep(self) -> int | None:
+        """How many checkpoints are kept (``None``: all)."""
+        return self._retention.max_to_keep
+
+    @property
+    def keep(self) -> list[KeepPolicy]:
+        """The keep policies (`max_to_keep` as a :class:`~.policies.KeepLatest`)."""
+        return list(self._retention.policies)
+
+    @property
+    def best_k(self) -> int:
+        """How many checkpoints a pin keeps pinned (the ``k`` of its
+        :class:`~.policies.KeepBest`, else 1)."""
+        return self._retention.best_k
+
+    @property
+    def durable(self) -> bool:
+        """Whether writes are fsynced (a bucket's uploads are durable either way)."""
+        return self._durable
+
+
+class CheckpointStore(StoreSettings):
     """Lays out numbered checkpoint directories in a folder, crash-safely.
 
     The store decides where a checkpoint goes and when it becomes visible
@@ -217,16 +269,8 @@ class CheckpointStore:
                  keep: KeepPolicy | list[KeepPolicy] | None = None):
         if not isinstance(save_dir, (str, os.PathLike)) or not os.fspath(save_dir):
             raise TypeError(f'`save_dir` must be a directory path, got {save_dir!r}')
-        if (not isinstance(filename, str) or not filename or filename.startswith('.') or
-                os.sep in filename or (os.altsep is not None and os.altsep in filename)):
-            raise ValueError(
-                f'`filename` must be a plain file name not starting with ".", got {filename!r}')
-        if not isinstance(durable, bool):
-            raise TypeError(f'`durable` must be True or False, got {durable!r}')
+        super().__init__(filename, max_to_keep, durable, keep)
         self._save_dir = os.path.abspath(os.fspath(save_dir))
-        self._filename = filename
-        self._durable = durable
-        self._retention = Retention(max_to_keep, keep)
         self._name_re = re.compile(re.escape(filename) + r'-(\d+)')
         self._recovered = False
 
@@ -235,32 +279,6 @@ class CheckpointStore:
     def save_dir(self) -> str:
         """The absolute path of the folder."""
         return self._save_dir
-
-    @property
-    def filename(self) -> str:
-        """The name prefix of the checkpoint directories."""
-        return self._filename
-
-    @property
-    def max_to_keep(self) -> int | None:
-        """How many checkpoints are kept (``None``: all)."""
-        return self._retention.max_to_keep
-
-    @property
-    def keep(self) -> list[KeepPolicy]:
-        """The keep policies (`max_to_keep` as a :class:`~.policies.KeepLatest`)."""
-        return list(self._retention.policies)
-
-    @property
-    def best_k(self) -> int:
-        """How many checkpoints a pin keeps pinned (the ``k`` of its
-        :class:`~.policies.KeepBest`, else 1)."""
-        return self._retention.best_k
-
-    @property
-    def durable(self) -> bool:
-        """Whether writes are fsynced."""
-        return self._durable
 
     def path_of(self, step: int) -> str:
         """The path the checkpoint of `step` has once saved."""
