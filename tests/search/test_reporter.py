@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import tfsnippet as spt
+from tests.scaffold.test_loop_strategy import FakeTwoWorkerBackend
 from tfsnippet.experiment.experiment import add_run_plugin, remove_run_plugin
 from tfsnippet.search import TrialPruned
 from tfsnippet.search.trial import TrialPlugin, TrialReporter
@@ -73,25 +74,15 @@ class DigitsLike(spt.Config):
     lr = 0.1
 
 
-class FakeTwoWorkers(spt.backend.DistributedBackend):
-    """Worker `index` of 2: its 'all-reduce' adds the chief's vectors, recorded by the
-    chief's run (`chief_vectors`), to its own: the sum over the two workers."""
+class FakeTwoWorkers(FakeTwoWorkerBackend):
+    """Worker `index` of 2 (2 replicas in all): its 'all-reduce' adds the chief's vectors,
+    recorded by the chief's run (`chief_vectors`), to its own: the sum over the two workers."""
 
     def __init__(self, index, chief_vectors):
-        super().__init__(tf.distribute.OneDeviceStrategy('/cpu:0'))
-        self._index = index
+        super().__init__(index)
         self.vectors = chief_vectors
 
-    num_workers = property(lambda self: 2)
-    worker_index = property(lambda self: self._index)
     num_replicas = property(lambda self: 2)
-    is_chief = property(lambda self: self._index == 0)
-
-    def normalize_metric(self, name, value, reduce='mean'):
-        return value
-
-    def reduce_statistics(self, stats):
-        return stats
 
     def all_reduce_sum(self, array):
         array = np.asarray(array, dtype=np.float64)
@@ -99,9 +90,6 @@ class FakeTwoWorkers(spt.backend.DistributedBackend):
             self.vectors.append(array.copy())
             return array
         return array + self.vectors.pop(0)
-
-    def broadcast_from_chief(self, value):
-        return float(value)
 
 
 def run_worker(index, trial, vectors):
