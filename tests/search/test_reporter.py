@@ -5,7 +5,6 @@ import os
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import tfsnippet as spt
 from tests.scaffold.test_loop_strategy import FakeTwoWorkerBackend
