@@ -297,3 +297,34 @@ def test_with_the_breakdown_off_no_clock_is_read_for_a_save(tmp_path):
     assert steps_reads == 6   # the loop's own step timer only: two reads per step
     assert not loop.events.handlers(EventKeys.LOOP_HELD)
     assert os.listdir(tmp_path)
+
+
+def test_a_trace_into_a_bucket_is_staged_then_uploaded(tmp_path, s3_bucket):
+    from tfsnippet.storage import resolve
+
+    @tf.function
+    def train_step():
+        return tf.constant(1.)
+
+    url = f'{s3_bucket}/run/trace'
+    lines = []
+    loop = spt.TrainLoop([], max_epoch=2, print_func=lines.append)
+    loop.add_component(spt.Profiler(epochs=(2, 2), logdir=url))
+    with loop:
+        for _ in loop.iter_epochs():
+            for _ in loop.iter_steps(range(2)):
+                train_step()
+    assert any(f'Profiler trace of epochs 2-2 written to {url}/plugins/profile' in line
+               for line in lines)
+    location = resolve(url)
+    location.fs.get(location.path + '/', str(tmp_path / 'down'), recursive=True)
+    assert function_runs(tmp_path / 'down', 'train_step') == 2   # epoch 2's two steps
+    assert not os.path.exists('s3:')   # nothing written to a local folder named after it
+
+
+def test_a_trace_into_a_missing_bucket_is_refused_at_entry(s3_server):
+    loop = spt.TrainLoop([], max_epoch=1, print_func=lambda line: None)
+    loop.add_component(spt.Profiler(steps=(1, 1), logdir='s3://no-such-bucket-here/trace'))
+    with pytest.raises(ValueError, match='`logdir`'):
+        with loop:
+            pass

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from typing import Any
 
 import tensorflow as tf
 
+from ...storage import Location, check_bucket, resolve
 from ...utils.events import EventHandle
 from ...utils.files import check_writable_dir
 from ...utils.validation import short_repr
@@ -115,6 +118,8 @@ class Profiler(LoopComponent):
             raise ValueError('`Profiler` has nothing to do: give `steps=(start, stop)` or '
                              '`epochs=(start, stop)` to trace, and/or `breakdown=True`')
         self._logdir = None if logdir is None else os.fspath(logdir)
+        self._bucket: Location | None = None     # the trace folder when it is a URL
+        self._staging: str | None = None         # where the trace is written meanwhile
         self._name = name
         self._traced = False     # the window was traced (kept in checkpoints)
         self._tracing = False
@@ -166,8 +171,11 @@ class Profiler(LoopComponent):
 
     def _start_trace(self, loop: Any) -> None:
         assert self._trace_dir is not None
+        target = self._trace_dir
+        if self._bucket is not None:   # the profiler writes local files: staged, then uploaded
+            self._staging = target = tempfile.mkdtemp(prefix='tfsnippet-profile-')
         try:
-            tf.profiler.experimental.start(self._trace_dir)
+            tf.profiler.experimental.start(target)
         except (tf.errors.OpError, RuntimeError, ValueError) as e:
             raise RuntimeError(
                 f'Could not start the TensorFlow profiler into {self._trace_dir!r} (is another '
@@ -178,11 +186,17 @@ class Profiler(LoopComponent):
         self._tracing = False
         tf.profiler.experimental.stop()
         self._traced = True
+        if self._staging is not None and self._bucket is not None:
+            staging, self._staging = self._staging, None
+            try:   # the trace's files, whole, under the bucket's folder
+                self._bucket.fs.put(staging.rstrip('/') + '/', self._bucket.path, recursive=True)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
         kind, (start, stop) = self.window   # type: ignore[misc]
         last = stop if complete else getattr(loop, kind[:-1])   # left inside the window
         what = f'{kind} {start}-{last}'
         loop.println(f'Profiler trace of {what} written to '
-                     f'{os.path.join(self._trace_dir or "", "plugins", "profile")} (TensorBoard: '
+                     f'{self._trace_dir}/plugins/profile (TensorBoard: '
                      f'the Profile tab)')
 
     def _before_step(self, loop: Any) -> None:
@@ -285,7 +299,9 @@ class Profiler(LoopComponent):
         window = self.window
         if window is not None:
             kind, (start, stop) = window
-            self._trace_dir = self._find_logdir(loop)
+            location = resolve(self._find_logdir(loop), argument='logdir')
+            self._trace_dir = location.url
+            self._bucket = None if location.is_local else location
             reached = loop.step if kind == 'steps' else loop.epoch
             if not self._traced and reached >= start:
                 raise ValueError(
@@ -293,7 +309,10 @@ class Profiler(LoopComponent):
                     f'{kind[:-1]} {reached}, and the window was not traced; give a window '
                     f'after it, e.g. {kind}=({reached + 1}, {reached + 1 + stop - start})')
             if not self._traced and loop.is_chief:
-                check_writable_dir(self._trace_dir, 'logdir')
+                if self._bucket is None:
+                    check_writable_dir(self._trace_dir, 'logdir')
+                else:
+                    check_bucket(self._bucket, 'logdir')
                 if kind == 'steps':
                     self._handle = self.subscribe(loop, EventKeys.BEFORE_STEP, self._before_step)
                 else:
