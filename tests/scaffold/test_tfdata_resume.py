@@ -330,3 +330,16 @@ def test_the_iterator_is_written_at_checkpoints_only_and_named_by_the_state(
     state = state_format.read_state(checkpoint_path(tmp_path, MAX_EPOCH * STEPS))
     assert state['objects'][LOOP_STATE_KEY]['loop']['datasets'] == [
         {'epoch': MAX_EPOCH, 'file': 'iterator-0', 'unsaveable': False}]
+
+
+def test_checkpoints_on_a_bucket_resume_the_same_batches(s3_bucket, uninterrupted):
+    url = f'{s3_bucket}/run/checkpoint'
+    first = []
+    with pytest.raises(KeyboardInterrupt):
+        run(url, stop_at=8, seen=first, checkpoint_step_freq=1, checkpoint_max_to_keep=2)
+    lines = []
+    rest = run(url, lines, checkpoint_step_freq=1, checkpoint_max_to_keep=2)
+    assert lines[0] == (f'Resume training: epoch 2, step 7, from checkpoint '
+                        f'{url}/checkpoint/checkpoint.dat-7')
+    assert not any('skipped' in line or 'skipping' in line for line in lines), lines
+    assert first[:7] + rest == uninterrupted

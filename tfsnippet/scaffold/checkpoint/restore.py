@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .saver import LOOP_STATE_KEY, loop_files_dir
+from .saver import LOOP_STATE_KEY
 
 __all__ = ['restore_loop']
 
@@ -76,7 +76,7 @@ def restore_loop(loop: Any) -> str | None:
     if loop_state is not None:
         loop.load_state_dict(loop_state)
         if path is not None:   # where the tf.data iterators' states are
-            loop.progress.datasets.use_files(loop_files_dir(path))
+            loop.progress.datasets.use_files(saver.loop_files_of(path))
     source.restored(loop, path)
     if path is not None:
         loop.println(f'Resume training: epoch {loop.epoch}, step {loop.step}, '

@@ -220,6 +220,7 @@ class CheckpointSaver:
             raise TypeError(f'`loop_files` must be a callable or None, got {loop_files!r}')
         self._loop_files = loop_files
         self._staging_ready = False
+        self._kept_loop_files: dict[str, str] = {}   # checkpoint URL -> its loop files
         self._variables = normalize_variables(variables, 'variables')
         self._objects = check_checkpoint_objects(objects, 'objects', allow_reserved=True)
         self._store = open_store(save_dir, filename=filename, max_to_keep=max_to_keep,
@@ -653,8 +654,27 @@ class CheckpointSaver:
             self._writer.wait(raise_error=False)  # not while a save may prune it
         trust_pickle = check_bool(trust_pickle, 'trust_pickle')
         with self._store.local_copy(path) as local:   # a URL's checkpoint is downloaded
+            if is_url(path):
+                self._keep_loop_files(os.fspath(path), local)
             return self._restore_from(local, os.fspath(path) if is_url(path) else local,
                                       session, trust_pickle)
+
+    def _keep_loop_files(self, path: str, local: str) -> None:
+        """Keep a copy of the loop's files of a downloaded checkpoint (the iterators of
+        ``tf.data``), read after the download is gone; removed with this saver."""
+        source = loop_files_dir(local)
+        if not os.path.isdir(source):
+            return
+        kept = tempfile.mkdtemp(prefix='tfsnippet-loop-files-')
+        weakref.finalize(self, shutil.rmtree, kept, True)
+        target = os.path.join(kept, LOOP_FILES_DIR)
+        shutil.copytree(source, target)
+        self._kept_loop_files[path] = target
+
+    def loop_files_of(self, path: str) -> str:
+        """The local folder of the loop's own files of the checkpoint at `path`
+        (for a checkpoint on a bucket, the copy kept when it was restored)."""
+        return self._kept_loop_files.get(os.fspath(path)) or loop_files_dir(path)
 
     def _restore_from(self, local: str, path: str, session: Any,
                       trust_pickle: bool) -> dict[str, Any]:
