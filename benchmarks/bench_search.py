@@ -17,7 +17,9 @@ journal file storage (a new study in a temporary directory for each run):
   the same lean Experiment itself and records the value, as a user would
   without ``spt.Search``: the baseline of the search's own cost (its trial
   attribute, plugin, reporter and the value read back), apart from what an
-  Experiment run costs anyway.
+  Experiment run costs anyway.  Its Experiments each ask git (a ``git
+  status`` process), as any run outside ``shared_git_state()``; the
+  search's trials share one answer, so "its own cost" can be negative.
 
 The figures are the differences in ms per trial, best of the repeats
 (contestants alternate, so a change of load hits all alike): against bare

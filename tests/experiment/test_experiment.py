@@ -19,6 +19,7 @@ import tensorflow as tf
 
 import tfsnippet as spt
 from tfsnippet.experiment.experiment import current_experiment
+from tfsnippet.experiment.run_files import shared_git_state
 from tfsnippet.experiment.sinks import SinkError
 from tfsnippet.experiment.store import ResultsStore
 from tfsnippet.scaffold.components.checkpointer import TrainingPreempted
@@ -112,7 +113,14 @@ def test_git_commit_is_recorded_from_the_scripts_checkout_and_absent_without_git
     repo.mkdir()
     (repo / 'train.py').write_text('# a training script\n')
     git = ['git', '-c', 'user.name=t', '-c', 'user.email=t@example.com']
-    for cmd in (['init', '-q'], ['add', 'train.py'], ['commit', '-q', '-m', 'init']):
+    subprocess.run(git + ['init', '-q'], cwd=repo, check=True, timeout=30)
+    monkeypatch.setattr(sys, 'argv', [str(repo / 'train.py')])
+    with spt.Experiment(RunConfig, root=tmp_path / 'runs', name='no-commit', args=[],
+                        hparams=False) as exp:
+        pass
+    info = read_json(Path(exp.run_dir) / 'run.json')
+    assert (info['git_commit'], info['git_dirty']) == (None, None)   # nothing committed yet
+    for cmd in (['add', 'train.py'], ['commit', '-q', '-m', 'init']):
         subprocess.run(git + cmd, cwd=repo, check=True, timeout=30)
     sha = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=repo, stdout=subprocess.PIPE,
                          text=True, check=True, timeout=30).stdout.strip()
@@ -122,6 +130,21 @@ def test_git_commit_is_recorded_from_the_scripts_checkout_and_absent_without_git
         pass
     info = read_json(Path(exp.run_dir) / 'run.json')
     assert (info['git_commit'], info['git_dirty']) == (sha, False)
+
+    # inside shared_git_state the runs record the first run's answer; outside, their own
+    with shared_git_state():
+        with spt.Experiment(RunConfig, root=tmp_path / 'runs', name='shared-1', args=[],
+                            hparams=False) as exp1:
+            (repo / 'train.py').write_text('# a training script, edited\n')
+        with spt.Experiment(RunConfig, root=tmp_path / 'runs', name='shared-2', args=[],
+                            hparams=False) as exp2:
+            pass
+    with spt.Experiment(RunConfig, root=tmp_path / 'runs', name='dirty', args=[],
+                        hparams=False) as exp3:
+        pass
+    assert [(read_json(Path(e.run_dir) / 'run.json')['git_commit'],
+             read_json(Path(e.run_dir) / 'run.json')['git_dirty'])
+            for e in (exp1, exp2, exp3)] == [(sha, False), (sha, False), (sha, True)]
 
     monkeypatch.setenv('PATH', str(tmp_path / 'no-such-bin'))   # no git to run
     with spt.Experiment(RunConfig, root=tmp_path / 'runs', name='nogit', args=[],

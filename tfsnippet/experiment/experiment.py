@@ -30,7 +30,7 @@ from .config import (config_from_dict, config_to_dict, is_config_class,
 from .config.cli import class_summary
 from .mlflow_mirror import mlflow_mirror_of
 from .run_ids import default_run_id
-from .run_files import (ConsoleCopy, Tee, cli_value, git_info, hparams_event_files, json_float,
+from .run_files import (ConsoleCopy, GitProbe, Tee, cli_value, hparams_event_files, json_float,
                         package_versions, read_saved_config)
 from .remote import RunRecordWriter, read_remote_run
 from .sinks import RecordsSink, StoreSink, check_sinks, report_sink_error
@@ -403,6 +403,7 @@ class Experiment(Generic[_C]):
         self._argv = argv
         self._results = RunResults(self)
         self._store: ResultsStore | None = None
+        self._git = GitProbe.done()
         self._store_sink: StoreSink | RecordsSink | None = None
         self._multi: Any = None   # a MultiSink of the started sinks, while the block is open
         self._console: ConsoleCopy | None = None
@@ -581,17 +582,14 @@ class Experiment(Generic[_C]):
                 print(note, file=sys.stderr)
 
     def _start(self) -> None:
-        if self._location.is_local:
-            self._store = ResultsStore(self._root, stale_after=self._stale_after)
-            try:
-                os.makedirs(self._run_dir, exist_ok=True)
-            except OSError as e:
-                self._store.close()
-                self._store = None
-                raise ValueError(f'`root` is not a writable directory: cannot create the run '
-                                 f'directory {self._run_dir!r} ({e.strerror or e})') from e
-        else:
-            self._start_staging()
+        script = sys.argv[0] if sys.argv and sys.argv[0] else ''
+        # git looks at the script's checkout while the store and directory are opened
+        self._git = GitProbe.of(os.path.dirname(os.path.abspath(script)) if script else os.getcwd())
+        try:
+            self._open_run_files()
+        except BaseException:
+            self._git.result()   # no git process left behind
+            raise
         try:
             self._info = self._collect_info()
             if self._tee_wanted:
@@ -610,6 +608,21 @@ class Experiment(Generic[_C]):
         self._heartbeat_thread = threading.Thread(
             target=self._heartbeat_loop, name=f'tfsnippet-heartbeat-{self._run_id}', daemon=True)
         self._heartbeat_thread.start()
+
+    def _open_run_files(self) -> None:
+        """Open the results store and make the run directory (a local root), or the
+        staging folder of a URL root's run."""
+        if not self._location.is_local:
+            self._start_staging()
+            return
+        self._store = ResultsStore(self._root, stale_after=self._stale_after)
+        try:
+            os.makedirs(self._run_dir, exist_ok=True)
+        except OSError as e:
+            self._store.close()
+            self._store = None
+            raise ValueError(f'`root` is not a writable directory: cannot create the run '
+                             f'directory {self._run_dir!r} ({e.strerror or e})') from e
 
     def _record_start(self) -> None:
         """Write the run's config, run.json and console copy; start the sinks."""
@@ -834,15 +847,16 @@ class Experiment(Generic[_C]):
         start = {'time': now, 'host': socket.gethostname(), 'pid': os.getpid(),
                  'argv': list(self._argv), 'overrides': {k: list(v) for k, v in
                                                          self._overrides.items()}}
-        git = git_info(os.path.dirname(os.path.abspath(script)) if script else os.getcwd())
-        return {
+        info = {
             'run_id': self._run_id, 'name': self._name, 'status': 'running',
             'run_dir': self._run_dir, 'host': socket.gethostname(), 'pid': os.getpid(),
             'argv': list(self._argv), 'command': command, 'cwd': os.getcwd(),
             'python': platform.python_version(), 'platform': platform.platform(),
-            'versions': package_versions(), **git, 'resumed': self._resumed,
-            'started': now, 'starts': [*previous, start],
+            'versions': package_versions(), 'git_commit': None, 'git_dirty': None,
+            'resumed': self._resumed, 'started': now, 'starts': [*previous, start],
         }
+        info.update(self._git.result())   # last: git had the time of the rest
+        return info
 
     def _read_remote_file(self, name: str) -> str | None:
         """The text of the object `name` of a URL root's run, or ``None`` if there is none."""

@@ -4,6 +4,8 @@ package versions and git state for ``run.json``, and HParams files (for
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import io
 import json
 import math
@@ -11,13 +13,15 @@ import os
 import platform
 import shlex
 import subprocess
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any
 
 from .config import all_paths, config_from_dict
 
 __all__ = ['Tee', 'ConsoleCopy', 'hparams_event_files', 'cli_value', 'read_saved_config',
-           'json_float', 'package_versions', 'git_info', 'VERSIONED_PACKAGES']
+           'json_float', 'package_versions', 'git_info', 'GitProbe', 'shared_git_state',
+           'VERSIONED_PACKAGES']
 
 #: The packages whose versions ``run.json`` records.
 VERSIONED_PACKAGES = ('tensorflow', 'keras', 'numpy', 'tensorboard')
@@ -171,32 +175,137 @@ def json_float(value: float) -> float | str:
 
 
 def package_versions() -> dict[str, str | None]:
+    """The versions of :data:`VERSIONED_PACKAGES`, tfsnippet's and Python's.
+
+    Read once a process (the package metadata is parsed from disk, about a
+    millisecond a package): the code a process runs is the code it imported,
+    whatever is installed later.  Each call returns a new dict.
+    """
+    return dict(_package_versions())
+
+
+@functools.lru_cache(maxsize=None)
+def _package_versions() -> tuple[tuple[str, str | None], ...]:
     from importlib import metadata
 
     from .. import __version__
-    out: dict[str, str | None] = {}
+    out: list[tuple[str, str | None]] = []
     for package in VERSIONED_PACKAGES:
         try:
-            out[package] = metadata.version(package)
+            out.append((package, metadata.version(package)))
         except metadata.PackageNotFoundError:
-            out[package] = None
-    out['tfsnippet'] = __version__
-    out['python'] = platform.python_version()
-    return out
+            out.append((package, None))
+    out.append(('tfsnippet', __version__))
+    out.append(('python', platform.python_version()))
+    return tuple(out)
+
+
+class GitProbe:
+    """The git state of the checkout at `directory`, asked of ``git`` in the background.
+
+    One ``git status`` process is started at once (the branch header gives
+    the commit, the change lines the dirty flag; untracked files do not
+    count, and no optional lock of the index is taken, so parallel runs do not
+    contend); :meth:`result` waits for it.  So a run's start does its other
+    work while git looks at the tree.
+    """
+
+    _COMMAND = ('git', '--no-optional-locks', 'status', '--porcelain=v2', '--branch',
+                '--untracked-files=no')
+
+    def __init__(self, directory: str, timeout: float = 10.) -> None:
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[str] | None
+        try:
+            self._proc = subprocess.Popen(self._COMMAND, cwd=directory, stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                          text=True)
+        except (OSError, ValueError):   # no git, or no such directory
+            self._proc = None
+        self._result: dict[str, Any] | None = None
+
+    @classmethod
+    def done(cls) -> GitProbe:
+        """A probe that asks nothing: both values ``None``."""
+        probe = cls.__new__(cls)
+        probe._timeout, probe._proc, probe._lock = 0., None, threading.Lock()
+        probe._result = {'git_commit': None, 'git_dirty': None}
+        return probe
+
+    def result(self) -> dict[str, Any]:
+        """``{'git_commit': sha or None, 'git_dirty': bool or None}`` (both ``None``
+        outside a checkout, without git, or before the first commit)."""
+        with self._lock:
+            if self._result is None:
+                self._result = self._read()
+            return dict(self._result)
+
+    @classmethod
+    def of(cls, directory: str) -> GitProbe:
+        """A probe of `directory`: a new one, or inside :func:`shared_git_state`
+        the one of the block's first run from that directory."""
+        with _SHARED_LOCK:
+            if _SHARED_DEPTH[0] == 0:
+                return cls(directory)
+            probe = _SHARED_PROBES.get(directory)
+            if probe is None:
+                probe = _SHARED_PROBES[directory] = cls(directory)
+            return probe
+
+    def _read(self) -> dict[str, Any]:
+        none: dict[str, Any] = {'git_commit': None, 'git_dirty': None}
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return none
+        try:
+            out, _ = proc.communicate(timeout=self._timeout)
+        except (OSError, subprocess.SubprocessError):
+            proc.kill()
+            proc.communicate()
+            return none
+        if proc.returncode != 0:
+            return none
+        commit, dirty = None, False
+        for line in out.splitlines():
+            if line.startswith('# branch.oid '):
+                oid = line[len('# branch.oid '):].strip()
+                commit = None if oid.startswith('(') else oid   # '(initial)': no commit yet
+            elif line and not line.startswith('#'):
+                dirty = True
+        return {'git_commit': commit, 'git_dirty': dirty if commit is not None else None}
+
+
+_SHARED_LOCK = threading.Lock()
+_SHARED_DEPTH = [0]
+_SHARED_PROBES: dict[str, GitProbe] = {}
+
+
+@contextlib.contextmanager
+def shared_git_state() -> Iterator[None]:
+    """Inside the block, the runs this process starts from one checkout record the
+    git state asked by the first of them, not a git process each.
+
+    For runs that all execute the code the process has imported (a search's
+    in-process trials): starting ``git status`` costs a few milliseconds in a
+    process holding TensorFlow, and its answer would only say how the files on
+    disk drifted from that code.  Blocks may nest; the shared answers are
+    forgotten when the outermost ends.
+    """
+    with _SHARED_LOCK:
+        _SHARED_DEPTH[0] += 1
+    try:
+        yield
+    finally:
+        with _SHARED_LOCK:
+            _SHARED_DEPTH[0] -= 1
+            done = list(_SHARED_PROBES.values()) if _SHARED_DEPTH[0] == 0 else []
+            if done:
+                _SHARED_PROBES.clear()
+        for probe in done:   # reap a process nobody waited for
+            probe.result()
 
 
 def git_info(directory: str) -> dict[str, Any]:
     """``{'git_commit': sha or None, 'git_dirty': bool or None}`` of the checkout at `directory`."""
-    def git(*args: str) -> str | None:
-        try:
-            proc = subprocess.run(['git', *args], cwd=directory, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return proc.stdout.strip() if proc.returncode == 0 else None
-
-    commit = git('rev-parse', 'HEAD')
-    if commit is None:
-        return {'git_commit': None, 'git_dirty': None}
-    status = git('status', '--porcelain', '--untracked-files=no')
-    return {'git_commit': commit, 'git_dirty': None if status is None else bool(status)}
+    return GitProbe(directory).result()

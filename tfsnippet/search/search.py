@@ -11,6 +11,7 @@ import optuna
 
 from ..experiment.config import is_config_class
 from ..experiment.experiment import Experiment, add_run_plugin, remove_run_plugin
+from ..experiment.run_files import shared_git_state
 from ..experiment.store import ResultsStore, RunRow
 from ..utils.status import PREEMPTED_EXIT_CODE
 from ..utils.text import typed_repr
@@ -182,7 +183,8 @@ class Search:
         def run_one(job: TrialJob) -> tuple[str, Any]:
             return self._run_trial(job, train, kwargs, catch)
 
-        runner.run(n_trials, n_jobs, run_one, self._suggest)
+        with shared_git_state():   # the trials all run the code this process imported
+            runner.run(n_trials, n_jobs, run_one, self._suggest)
         return self.best_row()
 
     def _suggest(self, trial: optuna.Trial) -> dict[str, Any]:
