@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ from ..tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, va
 from ..utils.validation import short_repr
 from .base import Backend
 from .local import LocalBackend
-from .reduction import CrossWorkerReducer
+from .reduction import AgreedLayout, CrossWorkerReducer
 from .values import (PendingValue, RemoteMetricValue, ReplicaValue, check_replica_parts,
                      is_distributed_value, per_replica_error, to_host_values)
 
@@ -27,6 +28,10 @@ __all__ = ['DistributedBackend', 'backend_for', 'resolve_backend', 'PendingValue
 
 _REDUCE_MODES = ('mean', 'sum')
 _SHOWN_NAMES = 5   # variables named in an error message, at most
+
+# the metrics agreed on by the backends of each strategy (every worker makes
+# the same backends in the same order, so these stay alike on every worker)
+_AGREED: weakref.WeakKeyDictionary[Any, AgreedLayout] = weakref.WeakKeyDictionary()
 
 
 # -------------------------------------------------------------- the backend
@@ -137,7 +142,11 @@ class DistributedBackend(Backend):
         worker_index = self._cluster.worker_rank or 0
         self._devices: tuple[str, ...] = (
             () if self._is_default else tuple(strategy.extended.worker_devices))
-        self._reducer = CrossWorkerReducer(self._all_reduce_sum, num_workers, worker_index)
+        layout = _AGREED.get(strategy)
+        if layout is None:
+            layout = _AGREED[strategy] = AgreedLayout()
+        self._reducer = CrossWorkerReducer(self._all_reduce_sum, num_workers, worker_index,
+                                           layout=layout)
         self._sum_factor = float(num_workers)
 
     # ------------------------------------------------------------ roles
@@ -294,9 +303,13 @@ class DistributedBackend(Backend):
         order all workers agreed on, into one float64 array and summed with
         one all-reduce, so every worker gets the statistics one process
         would have collected from the values of all workers.  A metric
-        missing on some workers is taken from the others; the first call
-        spends two more all-reduces agreeing on the names, and a later one
-        that meets a new metric name three more.  With one worker, `stats` is returned as it is.
+        missing on some workers is taken from the others.  The first call
+        on a strategy (of any backend of it: the names agreed are kept for
+        the strategy's later backends, e.g. the next training loop) spends
+        one more all-reduce agreeing on the names when every worker has the
+        same, two more when they differ; a later call that meets a new
+        metric name on some worker, one more than that.  With one worker,
+        `stats` is returned as it is.
 
         .. note::
             The count is that of all workers' values, and the spread is
