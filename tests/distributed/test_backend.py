@@ -364,6 +364,40 @@ def test_one_device_backend_passes_plain_values():
         backend.to_host_values([1., 'x'])
 
 
+def test_replica_parts_checks_and_value_kinds():
+    from tfsnippet.backend.values import check_replica_parts, value_kind
+
+    # parts alike, parts of two numeric dtypes, and parts that are not tensors: accepted
+    check_replica_parts('m', (tf.constant([1., 2.]), tf.constant([3., 4.])))
+    check_replica_parts('m', (tf.constant([1., 2.]), tf.constant([3, 4], tf.int64)))
+    check_replica_parts('m', (tf.constant([1., 2.]), np.array([3., 4.])))
+    check_replica_parts('m', ())
+    with pytest.raises(ValueError, match=re.escape(
+            "Metric `m` has values of different shapes on the replicas: "
+            "['<EagerTensor shape=(1,) dtype=float32>', '<EagerTensor shape=(2,) "
+            "dtype=float32>']")):
+        check_replica_parts('m', (tf.constant([1.]), tf.constant([1., 2.])))
+    with pytest.raises(ValueError, match='different shapes'):
+        check_replica_parts('m', (tf.constant([1., 2.]), np.array([1., 2., 3.])))
+    for parts in ((tf.constant('a'), tf.constant('b')), (tf.constant(1.), tf.constant('b'))):
+        with pytest.raises(TypeError, match=re.escape(
+                'Metric `m` must be numeric, got a per-replica value of string')):
+            check_replica_parts('m', parts)
+
+    strategy = tf.distribute.MirroredStrategy(['/cpu:0'])
+    with strategy.scope():
+        variable = tf.Variable(1.5)
+    per_replica = strategy.experimental_distribute_values_from_function(
+        lambda ctx: tf.constant(1.))
+    for _ in range(2):   # the second time from what the first learned
+        assert [value_kind(v) for v in (per_replica, variable, tf.constant(1.), 2.)] == [
+            'replica', 'variable', '', '']
+        assert [backend_pkg.is_distributed_value(v) for v in (per_replica, variable, 2.)] == [
+            True, True, False]
+    backend = DistributedBackend(strategy)
+    assert backend.normalize_metric('v', variable).numpy() == 1.5
+
+
 def test_is_distributed_value_and_one_replica_mirrored():
     strategy = tf.distribute.MirroredStrategy(['/cpu:0'])
     per_replica = strategy.experimental_distribute_values_from_function(

@@ -19,8 +19,9 @@ from ..utils.validation import short_repr
 from .base import Backend
 from .local import LocalBackend
 from .reduction import AgreedLayout, CrossWorkerReducer
-from .values import (PendingValue, RemoteMetricValue, ReplicaValue, check_replica_parts,
-                     is_distributed_value, per_replica_error, to_host_values)
+from .values import (_KINDS, PendingValue, RemoteMetricValue, ReplicaValue,
+                     check_replica_parts, is_distributed_value, per_replica_error, to_host_values,
+                     value_kind)
 
 __all__ = ['DistributedBackend', 'backend_for', 'resolve_backend', 'PendingValue',
            'ReplicaValue', 'RemoteMetricValue', 'is_distributed_value', 'per_replica_error',
@@ -238,14 +239,17 @@ class DistributedBackend(Backend):
         """
         if reduce != 'mean' and reduce != 'sum':
             raise ValueError(f'`reduce` must be one of {_REDUCE_MODES}, got {reduce!r}')
-        if isinstance(value, tf.distribute.DistributedValues):
-            if isinstance(value, tf.Variable):
-                return value.read_value()
+        kind = _KINDS.get(type(value))
+        if kind is None:
+            kind = value_kind(value)
+        if kind == 'replica':   # every step, so the common case comes first
             parts = tuple(value.values)
             check_replica_parts(name, parts)
             mean = reduce == 'mean'
             return ReplicaValue(parts, mean, 1. if mean else self._sum_factor)
-        if isinstance(value, tf.distribute.experimental.coordinator.RemoteValue):
+        if kind == 'variable':
+            return value.read_value()
+        if kind == 'remote':
             if self._coordinator is None:
                 raise TypeError(
                     f'Metric `{name}` is a RemoteValue (the result of a function scheduled by '
