@@ -120,7 +120,7 @@ def to_host_values(values: Sequence[Any]) -> np.ndarray:
         if type(v) is ReplicaValue:
             parts = v.parts
             if all(isinstance(p, tf.Tensor) for p in parts):
-                key = tuple((p.device, p.dtype, p.shape) for p in parts)
+                key = tuple((p.device, p.dtype, _shape_key(p)) for p in parts)
                 groups.setdefault(key, []).append(i)
             else:
                 results[i] = v.host_value()
@@ -136,8 +136,9 @@ def to_host_values(values: Sequence[Any]) -> np.ndarray:
     for key, indices in groups.items():
         replicas = []
         for r, (device, _, _) in enumerate(key):
-            with tf.device(device):
-                stacked = tf.stack([values[i].parts[r] for i in indices])
+            tensors = [values[i].parts[r] for i in indices]
+            with tf.device(device):   # the op itself: tf.stack's conversion costs more
+                stacked = tf.raw_ops.Pack(values=tensors, axis=0)
             replicas.append(np.asarray(stacked.numpy(), dtype=np.float64))
         sums = np.sum(replicas, axis=0)
         scale = np.array([values[i].factor / len(key) if values[i].mean else values[i].factor
@@ -181,6 +182,13 @@ def value_kind(value: Any) -> str:
             kind = ''
         _KINDS[cls] = kind
     return kind
+
+
+def _shape_key(tensor: Any) -> Any:
+    """The shape of `tensor`, as a tuple when an eager tensor gives one without
+    building a ``TensorShape``."""
+    shape_of = getattr(tensor, '_shape_tuple', None)
+    return tensor.shape if shape_of is None else shape_of()
 
 
 def is_distributed_value(value: Any) -> bool:
