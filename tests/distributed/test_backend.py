@@ -263,6 +263,9 @@ def test_multi_worker_agreement(workers):
     assert [w['agree_none'] for w in workers] == [False, False]
     assert [w['from_chief'] for w in workers] == [3.25, 3.25]
     assert [w['from_chief_nan'] for w in workers] == ['nan', 'nan']
+    for w in workers:
+        assert w['summed_2d'] == [[0., 3., 6.], [9., 12., 15.]]
+        assert w['summed_scalar'] == 2.
 
 
 def test_multi_worker_sum_metric_means_the_global_sum(workers):

@@ -79,6 +79,9 @@ out['agree_none'] = backend.agree_any(False)
 out['from_chief'] = backend.broadcast_from_chief(3.25 if me == 0 else -1.)
 out['from_chief_nan'] = str(backend.broadcast_from_chief(float('nan') if me == 0 else 5.))
 backend.barrier()
+# arrays of any shape, and a scalar, summed over the workers
+out['summed_2d'] = backend.all_reduce_sum(np.arange(6.).reshape(2, 3) * (me + 1)).tolist()
+out['summed_scalar'] = backend.all_reduce_sum(np.float64(me + 0.5)).tolist()
 
 
 # ------------------------------------------------------------ per-replica metrics
