@@ -19,9 +19,8 @@ from ..utils.validation import short_repr
 from .base import Backend
 from .local import LocalBackend
 from .reduction import AgreedLayout, CrossWorkerReducer
-from .values import (_KINDS, PendingValue, RemoteMetricValue, ReplicaValue,
-                     check_replica_parts, is_distributed_value, per_replica_error, to_host_values,
-                     value_kind)
+from .values import (PendingValue, RemoteMetricValue, ReplicaValue, check_replica_parts,
+                     is_distributed_value, per_replica_error, to_host_values, value_kind)
 
 __all__ = ['DistributedBackend', 'backend_for', 'resolve_backend', 'PendingValue',
            'ReplicaValue', 'RemoteMetricValue', 'is_distributed_value', 'per_replica_error',
@@ -239,9 +238,7 @@ class DistributedBackend(Backend):
         """
         if reduce != 'mean' and reduce != 'sum':
             raise ValueError(f'`reduce` must be one of {_REDUCE_MODES}, got {reduce!r}')
-        kind = _KINDS.get(type(value))
-        if kind is None:
-            kind = value_kind(value)
+        kind = value_kind(value)
         if kind == 'replica':   # every step, so the common case comes first
             parts = tuple(value.values)
             check_replica_parts(name, parts)

@@ -193,8 +193,7 @@ def _shape_key(tensor: Any) -> Any:
 
 def is_distributed_value(value: Any) -> bool:
     """Whether `value` is a ``DistributedValues`` (e.g. ``PerReplica``) or a ``RemoteValue``."""
-    kind = _KINDS.get(type(value))
-    return bool(value_kind(value) if kind is None else kind)
+    return bool(value_kind(value))
 
 
 def per_replica_error(name: str, value: Any, in_loop: bool = False) -> TypeError:
