@@ -233,12 +233,14 @@ def run_workers(workers: int, size_name: str, with_loop: bool) -> list[dict[str,
 
 
 # --------------------------------------------------------------- the parts
-def noop_costs(strategy: Any, batches: int, repeats: int) -> tuple[Samples, Samples]:
-    """µs per step of the data and metric handling alone, bare and by TrainLoop.
+def noop_costs(strategy: Any, batches: int, repeats: int) -> tuple[Samples, Samples, Samples]:
+    """µs per step of the data and metric handling alone: bare, by TrainLoop, and
+    by TrainLoop without the metric.
 
     The step is a no-op: the bare loop shards and splits each batch
     (``shard_flow`` + ``split_batch``); the TrainLoop yields the per-replica
-    batches of ``iter_steps`` and collects one per-replica loss per step.
+    batches of ``iter_steps`` and collects one per-replica loss per step (or,
+    in the third variant, collects nothing: the data path alone).
     """
     import numpy as np
     import tensorflow as tf
@@ -265,17 +267,22 @@ def noop_costs(strategy: Any, batches: int, repeats: int) -> tuple[Samples, Samp
             for batch in sharded:
                 split_batch(strategy, batch)
 
-    def loop(watch: Any) -> None:
+    def loop(watch: Any, collect: bool = True) -> None:
         with spt.TrainLoop([var], max_epoch=1, print_func=lambda line: None,
                            strategy=strategy) as train_loop:
             for _ in train_loop.iter_epochs():
                 with watch:
                     for _ in train_loop.iter_steps(flow):
-                        train_loop.collect_metrics(loss=loss)
+                        if collect:
+                            train_loop.collect_metrics(loss=loss)
                 train_loop.print_logs()
 
-    samples = time_alternating({'bare': bare, 'TrainLoop': loop}, repeats)
-    return samples['bare'].scaled(1e6 / batches), samples['TrainLoop'].scaled(1e6 / batches)
+    samples = time_alternating({'bare': bare, 'TrainLoop': loop,
+                                'data only': lambda watch: loop(watch, collect=False)},
+                               repeats)
+    per_step = 1e6 / batches
+    return (samples['bare'].scaled(per_step), samples['TrainLoop'].scaled(per_step),
+            samples['data only'].scaled(per_step))
 
 
 def ratio_row(case: str, times: dict[str, list[float]]) -> tuple[Row, list[str]]:
@@ -347,10 +354,12 @@ def main_process(size_name: str, table_json: str | None) -> int:
     notes.append((row.case, statistics.median(mirrored.setup_ms),
                   statistics.median(mirrored.epoch_collectives), 0, None))
 
-    noop_bare, noop_loop = noop_costs(mirrored.strategy, 50 if size_name == 'quick' else 500,
-                                      size['pairs'])
+    noop_bare, noop_loop, noop_data = noop_costs(
+        mirrored.strategy, 50 if size_name == 'quick' else 500, size['pairs'])
     rows.append(Row('Mirrored, no-op step: data + metrics per step',
                     'shard_flow + split_batch', noop_bare.median, noop_loop.median, 'µs/step'))
+    rows.append(Row('Mirrored, no-op step: data only (no metric)',
+                    'shard_flow + split_batch', noop_bare.median, noop_data.median, 'µs/step'))
 
     print('MultiWorkerMirrored, 2 workers on loopback (launcher) ...', flush=True)
     two = run_workers(2, size_name, with_loop=True)

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from tests.distributed.scripts._run import run_child, run_workers
 from tfsnippet import backend as backend_pkg
-from tfsnippet.backend import CrossWorkerReducer, DistributedBackend, backend_for
+from tfsnippet.backend import AgreedLayout, CrossWorkerReducer, DistributedBackend, backend_for
 from tfsnippet.backend import distributed as distributed_module
 from tfsnippet.utils.statistics import StatisticsCollector
 
@@ -228,10 +228,27 @@ def test_multi_worker_statistics_equal_one_process_with_all_values(workers):
 
 def test_multi_worker_one_all_reduce_once_names_are_agreed(workers):
     for w in workers:
-        # the first call: two all-reduces agree on the names, one reduces
+        # the first call: the workers' names differ, two all-reduces agree on
+        # them, one reduces
         assert w['first_collectives'] == 3
         assert w['second_collectives'] == 1
         assert w['third_collectives'] == 1
+        # a later backend of the strategy: one all-reduce from its first call
+        assert w['later_backend_collectives'] == 1
+        # new names, alike on both workers: one all-reduce finds them new, one
+        # finds them alike (no exchange of names), one reduces
+        assert w['same_names_collectives'] == 3
+
+
+def test_multi_worker_later_backend_and_same_names_merge_alike(workers):
+    expected = {}
+    for name in ('loss', 'acc', 'only0', 'only1', 'vec'):
+        values = [v for w in (0, 1) for v in WORKER_VALUES[w].get(name, [])]
+        expected[name] = described(stats_of(values, shape=np.shape(values[0])))
+    for w in workers:
+        assert_described(w['later_backend'], expected)
+        assert_described(w['same_names'], {'same_a': described(stats_of([0., 1.])),
+                                           'same_b': described(stats_of([2., 2.]))})
 
 
 def test_multi_worker_shape_conflict_raises_on_every_worker(workers):
@@ -246,6 +263,9 @@ def test_multi_worker_agreement(workers):
     assert [w['agree_none'] for w in workers] == [False, False]
     assert [w['from_chief'] for w in workers] == [3.25, 3.25]
     assert [w['from_chief_nan'] for w in workers] == ['nan', 'nan']
+    for w in workers:
+        assert w['summed_2d'] == [[0., 3., 6.], [9., 12., 15.]]
+        assert w['summed_scalar'] == 2.
 
 
 def test_multi_worker_sum_metric_means_the_global_sum(workers):
@@ -347,6 +367,40 @@ def test_one_device_backend_passes_plain_values():
         backend.to_host_values([1., 'x'])
 
 
+def test_replica_parts_checks_and_value_kinds():
+    from tfsnippet.backend.values import check_replica_parts, value_kind
+
+    # parts alike, parts of two numeric dtypes, and parts that are not tensors: accepted
+    check_replica_parts('m', (tf.constant([1., 2.]), tf.constant([3., 4.])))
+    check_replica_parts('m', (tf.constant([1., 2.]), tf.constant([3, 4], tf.int64)))
+    check_replica_parts('m', (tf.constant([1., 2.]), np.array([3., 4.])))
+    check_replica_parts('m', ())
+    with pytest.raises(ValueError, match=re.escape(
+            "Metric `m` has values of different shapes on the replicas: "
+            "['<EagerTensor shape=(1,) dtype=float32>', '<EagerTensor shape=(2,) "
+            "dtype=float32>']")):
+        check_replica_parts('m', (tf.constant([1.]), tf.constant([1., 2.])))
+    with pytest.raises(ValueError, match='different shapes'):
+        check_replica_parts('m', (tf.constant([1., 2.]), np.array([1., 2., 3.])))
+    for parts in ((tf.constant('a'), tf.constant('b')), (tf.constant(1.), tf.constant('b'))):
+        with pytest.raises(TypeError, match=re.escape(
+                'Metric `m` must be numeric, got a per-replica value of string')):
+            check_replica_parts('m', parts)
+
+    strategy = tf.distribute.MirroredStrategy(['/cpu:0'])
+    with strategy.scope():
+        variable = tf.Variable(1.5)
+    per_replica = strategy.experimental_distribute_values_from_function(
+        lambda ctx: tf.constant(1.))
+    for _ in range(2):   # the second time from what the first learned
+        assert [value_kind(v) for v in (per_replica, variable, tf.constant(1.), 2.)] == [
+            'replica', 'variable', '', '']
+        assert [backend_pkg.is_distributed_value(v) for v in (per_replica, variable, 2.)] == [
+            True, True, False]
+    backend = DistributedBackend(strategy)
+    assert backend.normalize_metric('v', variable).numpy() == 1.5
+
+
 def test_is_distributed_value_and_one_replica_mirrored():
     strategy = tf.distribute.MirroredStrategy(['/cpu:0'])
     per_replica = strategy.experimental_distribute_values_from_function(
@@ -379,14 +433,14 @@ class ThreadCluster:
         self.slots = [None] * n
         self.barrier = threading.Barrier(n, timeout=10)
 
-    def reducer(self, index):
+    def reducer(self, index, layout=None):
         def all_reduce_sum(array):
             self.slots[index] = array
             self.barrier.wait()
             total = np.sum(self.slots, axis=0)
             self.barrier.wait()   # every worker has read the slots
             return total
-        return CrossWorkerReducer(all_reduce_sum, self.n, index)
+        return CrossWorkerReducer(all_reduce_sum, self.n, index, layout=layout)
 
     def run(self, program):
         """Run ``program(reducer)`` on every worker; return results (or exceptions) by index."""
@@ -472,7 +526,42 @@ def test_reducer_sums_extra_values_in_the_same_all_reduce():
 
     results, _ = ThreadCluster(3).run(program)
     mean = np.mean([0., 3., 1., 3., 2., 3.])
-    assert results == [[(6, mean, [1., 6.], 3), (6, mean, [0., 1.5], 1), ([], [6.])]] * 3
+    # the first call: one all-reduce finds the names alike, one reduces
+    assert results == [[(6, mean, [1., 6.], 2), (6, mean, [0., 1.5], 1), ([], [6.])]] * 3
+
+
+def test_reducer_sharing_a_layout_reduces_known_names_with_one_all_reduce():
+    cluster = ThreadCluster(2)
+
+    def program(reducer):
+        me = reducer.worker_index
+        layout = AgreedLayout()
+        first = cluster.reducer(me, layout)
+        first.reduce_statistics({'loss': stats_of([float(me)])})
+        # the next loop's reducer on this worker: 'loss' is known, 'acc' new
+        later = cluster.reducer(me, layout)
+        known = later.reduce_statistics({'loss': stats_of([2. * me])})
+        counts = [first.collectives, later.collectives]
+        new = later.reduce_statistics({'loss': stats_of([1.]), 'acc': stats_of([0.5])})
+        counts.append(later.collectives - counts[1])
+        # a shape that conflicts with the earlier reduction, alike on both workers
+        vec = StatisticsCollector((2,))
+        vec.collect([1., 2.])
+        try:
+            later.reduce_statistics({'loss': vec})
+        except ValueError as e:
+            error = str(e)
+        return (float(known['loss'].mean), known['loss'].counter, sorted(new), counts,
+                list(layout.shapes.items()), error)
+
+    results, _ = cluster.run(program)
+    assert results == [(1., 2, ['acc', 'loss'], [2, 1, 3], [('acc', ()), ('loss', ())],
+                        'Metric `loss` has samples of shape (2,) on worker 0 but () on an '
+                        'earlier reduction: a metric must have the same shape on every '
+                        'worker')] * 2
+    with pytest.raises(TypeError, match=re.escape('`layout` must be an AgreedLayout or None, '
+                                                  'got {}')):
+        CrossWorkerReducer(lambda a: a, 2, 0, layout={})
 
 
 def test_reducer_extra_values_on_one_worker_and_bad_extra():

@@ -14,11 +14,11 @@ from .base import Backend
 from .decisions import Decisions
 from .distributed import DistributedBackend, backend_for, resolve_backend
 from .local import LocalBackend
-from .reduction import CrossWorkerReducer
+from .reduction import AgreedLayout, CrossWorkerReducer
 from .values import (PendingValue, RemoteMetricValue, ReplicaValue, is_distributed_value,
                      per_replica_error, to_host_values)
 
 __all__ = ['Backend', 'LocalBackend', 'DistributedBackend', 'Decisions', 'backend_for',
            'resolve_backend', 'PendingValue', 'ReplicaValue', 'RemoteMetricValue',
-           'is_distributed_value', 'per_replica_error', 'CrossWorkerReducer', 'to_host_values',
-           'replica_slice']
+           'is_distributed_value', 'per_replica_error', 'CrossWorkerReducer', 'AgreedLayout',
+           'to_host_values', 'replica_slice']

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -17,9 +18,9 @@ from ..tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, va
 from ..utils.validation import short_repr
 from .base import Backend
 from .local import LocalBackend
-from .reduction import CrossWorkerReducer
+from .reduction import AgreedLayout, CrossWorkerReducer
 from .values import (PendingValue, RemoteMetricValue, ReplicaValue, check_replica_parts,
-                     is_distributed_value, per_replica_error, to_host_values)
+                     is_distributed_value, per_replica_error, to_host_values, value_kind)
 
 __all__ = ['DistributedBackend', 'backend_for', 'resolve_backend', 'PendingValue',
            'ReplicaValue', 'RemoteMetricValue', 'is_distributed_value', 'per_replica_error',
@@ -27,6 +28,10 @@ __all__ = ['DistributedBackend', 'backend_for', 'resolve_backend', 'PendingValue
 
 _REDUCE_MODES = ('mean', 'sum')
 _SHOWN_NAMES = 5   # variables named in an error message, at most
+
+# the metrics agreed on by the backends of each strategy (every worker makes
+# the same backends in the same order, so these stay alike on every worker)
+_AGREED: weakref.WeakKeyDictionary[Any, AgreedLayout] = weakref.WeakKeyDictionary()
 
 
 # -------------------------------------------------------------- the backend
@@ -137,7 +142,11 @@ class DistributedBackend(Backend):
         worker_index = self._cluster.worker_rank or 0
         self._devices: tuple[str, ...] = (
             () if self._is_default else tuple(strategy.extended.worker_devices))
-        self._reducer = CrossWorkerReducer(self._all_reduce_sum, num_workers, worker_index)
+        layout = _AGREED.get(strategy)
+        if layout is None:
+            layout = _AGREED[strategy] = AgreedLayout()
+        self._reducer = CrossWorkerReducer(self._all_reduce_sum, num_workers, worker_index,
+                                           layout=layout)
         self._sum_factor = float(num_workers)
 
     # ------------------------------------------------------------ roles
@@ -229,14 +238,15 @@ class DistributedBackend(Backend):
         """
         if reduce != 'mean' and reduce != 'sum':
             raise ValueError(f'`reduce` must be one of {_REDUCE_MODES}, got {reduce!r}')
-        if isinstance(value, tf.distribute.DistributedValues):
-            if isinstance(value, tf.Variable):
-                return value.read_value()
+        kind = value_kind(value)
+        if kind == 'replica':   # every step, so the common case comes first
             parts = tuple(value.values)
             check_replica_parts(name, parts)
             mean = reduce == 'mean'
             return ReplicaValue(parts, mean, 1. if mean else self._sum_factor)
-        if isinstance(value, tf.distribute.experimental.coordinator.RemoteValue):
+        if kind == 'variable':
+            return value.read_value()
+        if kind == 'remote':
             if self._coordinator is None:
                 raise TypeError(
                     f'Metric `{name}` is a RemoteValue (the result of a function scheduled by '
@@ -274,17 +284,13 @@ class DistributedBackend(Backend):
     # ------------------------------------------------------- cross-worker
     def _all_reduce_sum(self, array: np.ndarray) -> np.ndarray:
         """The element-wise sum of `array` over the workers: one all-reduce of the strategy."""
-        local = self.num_local_replicas
-
-        def value_fn(ctx: Any) -> Any:
-            # one replica of each worker carries the array, the others zeros
-            if ctx.replica_id_in_sync_group % local == 0:
-                return tf.constant(array, dtype=tf.float64)
-            return tf.zeros(array.shape, dtype=tf.float64)
-
-        values = self._strategy.experimental_distribute_values_from_function(value_fn)
-        total = self._strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)
-        return np.asarray(total.numpy(), dtype=np.float64)
+        strategy = self._strategy
+        summed = _SUMS.get(strategy)
+        if summed is None:
+            summed = _SUMS[strategy] = _all_reduce_function(strategy, self.num_local_replicas)
+        out = summed(tf.constant(np.ravel(array), dtype=tf.float64))
+        first = strategy.experimental_local_results(out)[0]
+        return np.asarray(first.numpy(), dtype=np.float64).reshape(array.shape)
 
     def reduce_statistics(self, stats: Mapping[str, StatisticsCollector]
                           ) -> dict[str, StatisticsCollector]:
@@ -294,9 +300,13 @@ class DistributedBackend(Backend):
         order all workers agreed on, into one float64 array and summed with
         one all-reduce, so every worker gets the statistics one process
         would have collected from the values of all workers.  A metric
-        missing on some workers is taken from the others; the first call
-        spends two more all-reduces agreeing on the names, and a later one
-        that meets a new metric name three more.  With one worker, `stats` is returned as it is.
+        missing on some workers is taken from the others.  The first call
+        on a strategy (of any backend of it: the names agreed are kept for
+        the strategy's later backends, e.g. the next training loop) spends
+        one more all-reduce agreeing on the names when every worker has the
+        same, two more when they differ; a later call that meets a new
+        metric name on some worker, one more than that.  With one worker,
+        `stats` is returned as it is.
 
         .. note::
             The count is that of all workers' values, and the spread is
@@ -537,6 +547,32 @@ class DistributedBackend(Backend):
             f'chief\'s order of rows; give every worker the same `random_state`',
             UserWarning, stacklevel=3)
         return chief
+
+
+# the all-reduce function of each strategy: traced once, on its first collective
+_SUMS: weakref.WeakKeyDictionary[Any, Callable[[Any], Any]] = weakref.WeakKeyDictionary()
+
+
+def _all_reduce_function(strategy: Any, local: int) -> Callable[[Any], Any]:
+    """A ``tf.function`` summing a 1-d float64 tensor over the workers of `strategy`.
+
+    One replica of each worker contributes the tensor, the others zeros.  A
+    traced function runs the collective for a fraction of what the eager
+    ``strategy.reduce`` spends building it each time (a third or more, on
+    loopback).  It holds `strategy` weakly (it is cached by strategy).
+    """
+    ref = weakref.ref(strategy)
+
+    def replica_sum(flat: Any) -> Any:
+        ctx = tf.distribute.get_replica_context()
+        keep = tf.cast(tf.equal(ctx.replica_id_in_sync_group % local, 0), tf.float64)
+        return ctx.all_reduce(tf.distribute.ReduceOp.SUM, flat * keep)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float64)])
+    def summed(flat: Any) -> Any:
+        return ref().run(replica_sum, args=(flat,))   # type: ignore[union-attr]
+
+    return summed
 
 
 def _is_sharded(flow: Any) -> bool:

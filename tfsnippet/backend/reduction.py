@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -12,7 +13,7 @@ import numpy as np
 from ..utils.statistics import StatisticsCollector
 from ..utils.validation import short_repr
 
-__all__ = ['CrossWorkerReducer']
+__all__ = ['CrossWorkerReducer', 'AgreedLayout']
 
 AllReduceSum = Callable[[np.ndarray], np.ndarray]
 
@@ -25,11 +26,15 @@ class CrossWorkerReducer:
     hangs.  Each call issues exactly one all-reduce (a sum of float64 arrays
     of the same shape on every worker), except that the first
     :meth:`reduce_statistics` (or :meth:`reduce_statistics_and_sum`) issues
-    three (two to agree on the metric names, then the reduction), and a
-    later one that meets a metric name (or shape) not seen before on some
-    worker four (the same after finding that out); later calls are back to
-    one.  On a job of one
-    worker nothing is communicated at all.
+    two when every worker holds the same metric names and shapes (one to
+    find that out, then the reduction) and three when they differ (their
+    names exchanged in between); a later one that meets a metric name (or
+    shape) not seen before on some worker issues one more than that (the
+    reduction that finds it out).  Later calls are back to one.  Reducers
+    handed the same `layout` (those of one strategy) share the metrics
+    agreed on: a later reducer reduces known metrics with one all-reduce
+    from its first call.  On a job of one worker nothing is communicated at
+    all.
 
     The communication itself is the `all_reduce_sum` function handed in,
     which keeps this class free of TensorFlow (the
@@ -42,6 +47,9 @@ class CrossWorkerReducer:
             points, with arrays of the same shape, on every worker.
         num_workers: Number of workers taking part.
         worker_index: This worker's index, 0 being the chief.
+        layout: The metrics agreed on so far, shared with the reducers
+            given the same object (``None``: this reducer's own).  Every
+            worker must share it alike.
 
     Raises:
         ValueError: `num_workers` is not positive, or `worker_index` is not
@@ -49,7 +57,8 @@ class CrossWorkerReducer:
         TypeError: `all_reduce_sum` is not callable.
     """
 
-    def __init__(self, all_reduce_sum: AllReduceSum, num_workers: int, worker_index: int):
+    def __init__(self, all_reduce_sum: AllReduceSum, num_workers: int, worker_index: int,
+                 layout: AgreedLayout | None = None):
         if not callable(all_reduce_sum):
             raise TypeError(f'`all_reduce_sum` must be callable, got {short_repr(all_reduce_sum)}')
         if type(num_workers) is not int or num_workers < 1:
@@ -60,10 +69,10 @@ class CrossWorkerReducer:
         self._all_reduce_sum = all_reduce_sum
         self._num_workers = num_workers
         self._worker_index = worker_index
+        if layout is not None and not isinstance(layout, AgreedLayout):
+            raise TypeError(f'`layout` must be an AgreedLayout or None, got {short_repr(layout)}')
         self._collectives = 0
-        # the metrics every worker agreed on: name -> shape, in sorted name order
-        self._layout: dict[str, tuple[int, ...]] = {}
-        self._names_agreed = False
+        self._agreed = AgreedLayout() if layout is None else layout
 
     @property
     def num_workers(self) -> int:
@@ -186,12 +195,12 @@ class CrossWorkerReducer:
         if self._num_workers == 1:
             return (stats if isinstance(stats, dict) else dict(stats)), extra
         present = {name: c.shape for name, c in stats.items() if c.counter}
-        if not self._names_agreed:   # the first call: agree on the names, then reduce
+        if not self._agreed.started:   # the first call: agree on the names, then reduce
             self._agree_on_layout(present)
-            self._names_agreed = True
+            self._agreed.started = True
             totals = self.all_reduce_sum(self._pack(stats, 0., extra))
         else:
-            layout = self._layout
+            layout = self._agreed.shapes
             unknown = any(layout.get(name) != shape for name, shape in present.items())
             totals = self.all_reduce_sum(self._pack(stats, 1. if unknown else 0., extra))
             if totals[0] > 0.:   # some worker met a new metric: agree again, then reduce
@@ -205,13 +214,14 @@ class CrossWorkerReducer:
         """``[flag]``, then for each metric of the layout ``[count, weight]``, the
         weighted mean times the weight, and E[X**2] times the weight (both
         flattened), then `extra`."""
-        sizes = [math.prod(shape) for shape in self._layout.values()]
+        layout = self._agreed.shapes
+        sizes = [math.prod(shape) for shape in layout.values()]
         out = np.zeros(1 + sum(2 + 2 * k for k in sizes) + extra.shape[0], dtype=np.float64)
         out[0] = flag
         if extra.shape[0]:
             out[-extra.shape[0]:] = extra
         pos = 1
-        for (name, shape), k in zip(self._layout.items(), sizes):
+        for (name, shape), k in zip(layout.items(), sizes):
             c = stats.get(name)
             if c is not None and c.counter and c.shape == shape:
                 weight = c.weight_sum
@@ -226,7 +236,7 @@ class CrossWorkerReducer:
                 ) -> dict[str, StatisticsCollector]:
         out: dict[str, StatisticsCollector] = {}
         pos = 1
-        for name, shape in self._layout.items():
+        for name, shape in self._agreed.shapes.items():
             k = math.prod(shape)
             counter = int(round(totals[pos]))
             weight = float(totals[pos + 1])
@@ -249,19 +259,32 @@ class CrossWorkerReducer:
         return dict(sorted(out.items()))
 
     def _agree_on_layout(self, present: Mapping[str, tuple[int, ...]]) -> None:
-        """Exchange the metric names and shapes of every worker; adopt their union."""
+        """Learn the metric names and shapes of every worker; adopt their union.
+
+        One all-reduce carries a fingerprint and the length of each worker's
+        list: when they are all alike (the usual case), every worker holds
+        the same list and nothing more is sent; else a second all-reduce
+        exchanges the lists themselves.
+        """
         mine = json.dumps(sorted([name, list(shape)] for name, shape in present.items()),
                           separators=(',', ':')).encode('utf-8')
-        lengths = np.zeros([self._num_workers])
-        lengths[self._worker_index] = len(mine)
-        lengths = self.all_reduce_sum(lengths)
-        table = np.zeros([self._num_workers, max(1, int(lengths.max()))])
-        table[self._worker_index, :len(mine)] = np.frombuffer(mine, dtype=np.uint8)
-        table = self.all_reduce_sum(table)
-        merged = dict(self._layout)
+        n, me = self._num_workers, self._worker_index
+        header = np.zeros([2 * n])
+        # 48 bits of a hash: an int that a float64 holds exactly
+        header[me] = float(int.from_bytes(hashlib.blake2b(mine, digest_size=6).digest(), 'big'))
+        header[n + me] = len(mine)
+        header = self.all_reduce_sum(header)
+        prints, lengths = header[:n], header[n:]
+        if np.all(prints == prints[0]) and np.all(lengths == lengths[0]):
+            lists = [mine] * n
+        else:
+            table = np.zeros([n, max(1, int(lengths.max()))])
+            table[me, :len(mine)] = np.frombuffer(mine, dtype=np.uint8)
+            table = self.all_reduce_sum(table)
+            lists = [bytes(table[w, :int(lengths[w])].astype(np.uint8)) for w in range(n)]
+        merged = dict(self._agreed.shapes)
         origin: dict[str, str] = {name: 'an earlier reduction' for name in merged}
-        for worker in range(self._num_workers):
-            raw = bytes(table[worker, :int(lengths[worker])].astype(np.uint8))
+        for worker, raw in enumerate(lists):
             entries: list[Any] = json.loads(raw.decode('utf-8'))
             for name, dims in entries:
                 shape = tuple(int(d) for d in dims)
@@ -272,4 +295,23 @@ class CrossWorkerReducer:
                         f'Metric `{name}` has samples of shape {shape} on worker {worker} but '
                         f'{seen} on {origin[name]}: a metric must have the same shape on '
                         f'every worker')
-        self._layout = dict(sorted(merged.items()))
+        self._agreed.shapes = dict(sorted(merged.items()))
+
+
+class AgreedLayout:
+    """The metrics (names and sample shapes) the workers agreed to reduce, in name order.
+
+    What a :class:`CrossWorkerReducer` learns at its first reduction; the
+    reducers given one object share it, so those of one strategy (the
+    :class:`~tfsnippet.backend.DistributedBackend` of each training loop)
+    agree on the metric names once.  Every worker changes it alike (only
+    after an all-reduce), so it stays the same on every worker.
+    """
+
+    __slots__ = ('shapes', 'started')
+
+    def __init__(self) -> None:
+        #: name -> shape, in sorted name order
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        #: whether a reduction has run (the names were exchanged once)
+        self.started = False

@@ -16,7 +16,7 @@ import tensorflow as tf
 from ..utils.validation import short_repr
 
 __all__ = ['PendingValue', 'ReplicaValue', 'RemoteMetricValue', 'to_host_values',
-           'is_distributed_value', 'per_replica_error', 'check_replica_parts']
+           'is_distributed_value', 'per_replica_error', 'check_replica_parts', 'value_kind']
 
 
 # --------------------------------------------------------------- kept values
@@ -120,7 +120,7 @@ def to_host_values(values: Sequence[Any]) -> np.ndarray:
         if type(v) is ReplicaValue:
             parts = v.parts
             if all(isinstance(p, tf.Tensor) for p in parts):
-                key = tuple((p.device, p.dtype, p.shape) for p in parts)
+                key = tuple((p.device, p.dtype, _shape_key(p)) for p in parts)
                 groups.setdefault(key, []).append(i)
             else:
                 results[i] = v.host_value()
@@ -136,8 +136,9 @@ def to_host_values(values: Sequence[Any]) -> np.ndarray:
     for key, indices in groups.items():
         replicas = []
         for r, (device, _, _) in enumerate(key):
-            with tf.device(device):
-                stacked = tf.stack([values[i].parts[r] for i in indices])
+            tensors = [values[i].parts[r] for i in indices]
+            with tf.device(device):   # the op itself: tf.stack's conversion costs more
+                stacked = tf.raw_ops.Pack(values=tensors, axis=0)
             replicas.append(np.asarray(stacked.numpy(), dtype=np.float64))
         sums = np.sum(replicas, axis=0)
         scale = np.array([values[i].factor / len(key) if values[i].mean else values[i].factor
@@ -160,10 +161,39 @@ def to_host_values(values: Sequence[Any]) -> np.ndarray:
     return np.concatenate([np.ravel(r) for r in results if r is not None])
 
 
+# type -> its kind: 'variable' (a distributed variable), 'replica' (another
+# DistributedValues), 'remote' (a RemoteValue) or '' (none of them); filled as
+# types are met: one lookup per metric value instead of isinstance checks
+# against abstract classes, every step
+_KINDS: dict[type, str] = {}
+
+
+def value_kind(value: Any) -> str:
+    """What kind of distributed value `value` is: ``'variable'``, ``'replica'``,
+    ``'remote'`` or ``''`` (none)."""
+    cls = type(value)
+    kind = _KINDS.get(cls)
+    if kind is None:
+        if isinstance(value, tf.distribute.DistributedValues):
+            kind = 'variable' if isinstance(value, tf.Variable) else 'replica'
+        elif isinstance(value, tf.distribute.experimental.coordinator.RemoteValue):
+            kind = 'remote'
+        else:
+            kind = ''
+        _KINDS[cls] = kind
+    return kind
+
+
+def _shape_key(tensor: Any) -> Any:
+    """The shape of `tensor`, as a tuple when an eager tensor gives one without
+    building a ``TensorShape``."""
+    shape_of = getattr(tensor, '_shape_tuple', None)
+    return tensor.shape if shape_of is None else shape_of()
+
+
 def is_distributed_value(value: Any) -> bool:
     """Whether `value` is a ``DistributedValues`` (e.g. ``PerReplica``) or a ``RemoteValue``."""
-    return isinstance(value, (tf.distribute.DistributedValues,
-                              tf.distribute.experimental.coordinator.RemoteValue))
+    return bool(value_kind(value))
 
 
 def per_replica_error(name: str, value: Any, in_loop: bool = False) -> TypeError:
@@ -197,21 +227,25 @@ def per_replica_error(name: str, value: Any, in_loop: bool = False) -> TypeError
                      f'logs are printed, or {fix}')
 
 
-# dtype -> whether a metric may have it; filled as dtypes are met (the DType
-# properties cost a microsecond each, and this check runs every step)
-_NUMERIC_DTYPES: dict[Any, bool] = {}
+# id(dtype) -> (dtype, whether a metric may have it); filled as dtypes are met.
+# Keyed by identity (TensorFlow's DTypes are interned; the entry's dtype is
+# compared with `is`): hashing a DType, and its properties, cost more than this
+# check may spend every step
+_NUMERIC_DTYPES: dict[int, tuple[Any, bool]] = {}
 
 
 def _is_numeric_dtype(dtype: Any) -> bool:
-    numeric = _NUMERIC_DTYPES.get(dtype)
-    if numeric is None:
-        numeric = _NUMERIC_DTYPES[dtype] = bool(
-            dtype.is_floating or dtype.is_integer or dtype.is_bool)
-    return numeric
+    entry = _NUMERIC_DTYPES.get(id(dtype))
+    if entry is None or entry[0] is not dtype:
+        entry = _NUMERIC_DTYPES[id(dtype)] = (
+            dtype, bool(dtype.is_floating or dtype.is_integer or dtype.is_bool))
+    return entry[1]
 
 
 def check_replica_parts(name: str, parts: tuple[Any, ...]) -> None:
     """Check that the replicas' values of metric `name` are numeric, eager and of one shape."""
+    if _eager_parts_alike(parts):
+        return
     shape = None
     for part in parts:
         if isinstance(part, tf.Tensor):
@@ -242,3 +276,27 @@ def check_replica_parts(name: str, parts: tuple[Any, ...]) -> None:
                 f'Metric `{name}` has values of different shapes on the replicas: '
                 f'{[short_repr(p) for p in parts]}; return values of one shape from every '
                 f'replica')
+
+
+def _eager_parts_alike(parts: tuple[Any, ...]) -> bool:
+    """Whether `parts` are eager tensors of one numeric dtype and one shape: the
+    usual case, checked at a fraction of a microsecond a part (``False`` leaves
+    the check, and the error, to :func:`check_replica_parts`).
+
+    An eager tensor's ``_shape_tuple()`` reads its shape without building a
+    ``TensorShape`` (a microsecond for each new tensor, every step).
+    """
+    dtype = shape = None
+    for part in parts:
+        if not isinstance(part, tf.Tensor) or not hasattr(part, 'numpy'):
+            return False
+        shape_of = getattr(part, '_shape_tuple', None)
+        if shape_of is None:
+            return False
+        if dtype is None:
+            dtype, shape = part.dtype, shape_of()
+            if not _is_numeric_dtype(dtype):
+                return False
+        elif part.dtype is not dtype or shape_of() != shape:
+            return False
+    return True

@@ -58,6 +58,16 @@ only_loss = {'loss': mine['loss']} if me == 0 else {}
 out['third'] = describe(backend.reduce_statistics(only_loss))
 out['third_collectives'] = backend.collectives - start
 
+# a later backend of the same strategy (the next loop's) knows the names already
+later = DistributedBackend(strategy)
+out['later_backend'] = describe(later.reduce_statistics(mine))
+out['later_backend_collectives'] = later.collectives
+# the same metrics on both workers: one all-reduce learns that, one reduces
+same = {'same_' + name: c for name, c in collectors({'a': [float(me)], 'b': [2.]}).items()}
+start = backend.collectives
+out['same_names'] = describe(backend.reduce_statistics(same))
+out['same_names_collectives'] = backend.collectives - start
+
 bad = {'bad': StatisticsCollector(() if me == 0 else (2,))}
 bad['bad'].collect(np.zeros(bad['bad'].shape))
 out['err_shapes'] = error_of(lambda: backend.reduce_statistics(bad))
@@ -69,6 +79,9 @@ out['agree_none'] = backend.agree_any(False)
 out['from_chief'] = backend.broadcast_from_chief(3.25 if me == 0 else -1.)
 out['from_chief_nan'] = str(backend.broadcast_from_chief(float('nan') if me == 0 else 5.))
 backend.barrier()
+# arrays of any shape, and a scalar, summed over the workers
+out['summed_2d'] = backend.all_reduce_sum(np.arange(6.).reshape(2, 3) * (me + 1)).tolist()
+out['summed_scalar'] = backend.all_reduce_sum(np.float64(me + 0.5)).tolist()
 
 
 # ------------------------------------------------------------ per-replica metrics

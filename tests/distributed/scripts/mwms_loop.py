@@ -146,7 +146,7 @@ _, out['resumed_seen'] = job.train('cut', 3, shuffle=True, checkpoint_step_freq=
 out['resumed_weights'] = job.weights()
 out['writes'] = writes[0]
 
-# the collectives of each epoch (the first agrees on the metric names), with the
+# the collectives of each epoch (the metric names are known from the loops above), with the
 # default sync_steps (5 steps an epoch) and with a sync point every 2 steps
 for name, sync_steps in (('counted', 100), ('counted2', 2)):
     counts = []
