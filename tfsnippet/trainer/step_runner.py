@@ -38,6 +38,9 @@ def check_inputs_match(inputs: Sequence[Any], data_flow: Any, arg_name: str = 'i
             f'hold {data_flow.array_count} arrays')
 
 
+_NO_EXTRA: tuple[Any, ...] = ()   # the results of no extra fetches
+
+
 class _SessionPath:
     """``session.run(fetches, {inputs: batch})`` without re-reading its arguments each step.
 
@@ -211,7 +214,7 @@ class StepRunner:
         return path
 
     def run(self, batch: Sequence[Any], feed_dict: Mapping[Any, Any] | None = None,
-            extra_fetches: Sequence[Any] = ()) -> tuple[dict[str, Any] | None, list[Any]]:
+            extra_fetches: Sequence[Any] = ()) -> tuple[dict[str, Any] | None, Sequence[Any]]:
         """Run one step on `batch`; return ``(metrics or None, results of extra_fetches)``."""
         if self.graph:
             session = get_default_session_or_error()
@@ -238,8 +241,10 @@ class StepRunner:
                                                  inplace=True))
         else:
             out = fn(*batch)
+        if type(out) is dict:   # the common case, without the check of an abstract class
+            return dict(out), _NO_EXTRA
         if out is None:
-            return None, []
+            return None, _NO_EXTRA
         if not isinstance(out, Mapping):
-            return {self.default_name: out}, []
-        return dict(out), []
+            return {self.default_name: out}, _NO_EXTRA
+        return dict(out), _NO_EXTRA
