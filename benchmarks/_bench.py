@@ -7,8 +7,11 @@ Scripts in this directory put it on ``sys.path`` themselves and import it as
   the end of every run;
 * :class:`Stopwatch` and :func:`time_alternating`: run several contestants
   in turn (baseline, candidate, baseline, candidate, ...) so that a change of
-  the machine's load hits them alike, and keep each one's wall and CPU times
-  as :class:`Samples` (with :attr:`Samples.best` and :attr:`Samples.median`);
+  the machine's load hits them alike, or in mirrored quads (baseline,
+  candidate, candidate, baseline, then candidate, baseline, baseline,
+  candidate) so that the position in a round cancels too, and keep each
+  one's wall and CPU times as :class:`Samples` (with :attr:`Samples.best`
+  and :attr:`Samples.median`);
 * :func:`paired_ratio`: the per-round ratios of two contestants, their
   median, quartiles and the 95% confidence interval of the median
   (:class:`PairedRatio`), and whether a target is met by all of that
@@ -144,12 +147,15 @@ class Samples:
 
     wall: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
+    #: The wall time of every single run, when a sample is the mean of several
+    #: (the quads of :func:`time_alternating`); empty otherwise.
+    single: list[float] = field(default_factory=list)
 
     @property
     def best(self) -> float:
-        """The shortest wall time: the best estimate of an intrinsic cost, since
-        disturbances from other processes only add time."""
-        return min(self.wall)
+        """The shortest wall time of a single run: the best estimate of an intrinsic
+        cost, since disturbances from other processes only add time."""
+        return min(self.single or self.wall)
 
     @property
     def median(self) -> float:
@@ -168,7 +174,8 @@ class Samples:
 
     def scaled(self, factor: float) -> Samples:
         """Every time multiplied by `factor` (e.g. ``1e6 / steps`` for µs per step)."""
-        return Samples([v * factor for v in self.wall], [v * factor for v in self.cpu])
+        return Samples([v * factor for v in self.wall], [v * factor for v in self.cpu],
+                       [v * factor for v in self.single])
 
 
 Run = Callable[[Stopwatch], Any]
@@ -188,7 +195,8 @@ def whole_call(fn: Callable[[], Any]) -> Run:
 
 def time_alternating(runs: Mapping[str, Run], repeats: int, *,
                      cpu_clock: Callable[[], float] = time.process_time,
-                     collect_garbage: bool = True, mirror: bool = False) -> dict[str, Samples]:
+                     collect_garbage: bool = True, mirror: bool = False,
+                     quads: bool = False) -> dict[str, Samples]:
     """Run the contestants in turn, `repeats` rounds, and time each run.
 
     With ``{'bare': a, 'loop': b}`` the order is a, b, a, b, ...: a change
@@ -199,6 +207,15 @@ def time_alternating(runs: Mapping[str, Run], repeats: int, *,
     then cancels out of the ratio of a round pair.  One contestant alone is
     simply timed `repeats` times.
 
+    With ``quads=True`` each round is itself mirrored and runs every
+    contestant twice: a, b, b, a, then b, a, a, b in the next round, and so
+    on; a round's sample of a contestant is the mean of its two runs.  Both
+    contestants then hold the same mean position in every round, so a steady
+    drift of the load and the effect of running first or second in a pair
+    cancel out of each round's ratio, and the contestant running on the
+    outside alternates between rounds (each run's times are kept in
+    :attr:`Samples.single`).
+
     Args:
         runs: ``{name: run}``, in the order of each round; each run gets a
             fresh :class:`Stopwatch` and times its work inside ``with watch:``.
@@ -207,25 +224,48 @@ def time_alternating(runs: Mapping[str, Run], repeats: int, *,
         collect_garbage: Call ``gc.collect()`` before each run, so that no
             run pays for the garbage of the one before.
         mirror: Reverse the order of every other round.
+        quads: Make each round a mirrored quad (see above); not with `mirror`.
 
     Returns:
-        ``{name: Samples}`` in seconds per run.
+        ``{name: Samples}`` in seconds per run (per round's mean with `quads`).
 
     Raises:
-        ValueError: `runs` is empty or `repeats` is below 1.
+        ValueError: `runs` is empty, `repeats` is below 1, or both `mirror`
+            and `quads` are set.
     """
     if not runs:
         raise ValueError(f'`runs` must name at least one contestant, got {dict(runs)!r}')
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f'`repeats` must be a positive int, got {repeats!r}')
+    if mirror and quads:
+        raise ValueError('`mirror` and `quads` cannot both be set: quads are mirrored rounds '
+                         'of their own, got mirror=True and quads=True')
     out = {name: Samples() for name in runs}
     order = list(runs.items())
+
+    def timed(run: Run) -> Stopwatch:
+        if collect_garbage:
+            gc.collect()
+        watch = Stopwatch(cpu_clock)
+        run(watch)
+        return watch
+
     for round_ in range(repeats):
+        if quads:
+            first = order[::-1] if round_ % 2 else order
+            walls: dict[str, list[float]] = {name: [] for name in runs}
+            cpus: dict[str, list[float]] = {name: [] for name in runs}
+            for name, run in first + first[::-1]:
+                watch = timed(run)
+                walls[name].append(watch.wall)
+                cpus[name].append(watch.cpu)
+            for name in runs:
+                out[name].wall.append(statistics.fmean(walls[name]))
+                out[name].cpu.append(statistics.fmean(cpus[name]))
+                out[name].single.extend(walls[name])
+            continue
         for name, run in (order[::-1] if mirror and round_ % 2 else order):
-            if collect_garbage:
-                gc.collect()
-            watch = Stopwatch(cpu_clock)
-            run(watch)
+            watch = timed(run)
             out[name].wall.append(watch.wall)
             out[name].cpu.append(watch.cpu)
     return out
@@ -246,7 +286,7 @@ class PairedRatio:
 
     Attributes:
         ratios: One ratio per round, in run order.
-        best: The ratio of the best (shortest) runs of each contestant.
+        best: The ratio of the best (shortest) single runs of each contestant.
     """
 
     ratios: tuple[float, ...]
@@ -303,6 +343,11 @@ class PairedRatio:
         """``median (95% CI low-high) best B``, for a table cell."""
         low, high = self.interval
         return f'{self.median:.3f} ({low:.3f}-{high:.3f}) best {self.best:.3f}'
+
+    def quartiles_text(self) -> str:
+        """``Q1-Q3``, for a table cell."""
+        low, high = self.quartiles
+        return f'{low:.3f}-{high:.3f}'
 
 
 def paired_ratio(baseline: Samples, candidate: Samples, *,

@@ -9,12 +9,15 @@ The same MLP (64-128-10) on scikit-learn's digits, batch size 64:
 * graph (child process): ``spt.Trainer`` with a ``train_op`` against a bare
   loop of ``session.run`` on the same op.
 
-Runs alternate in mirrored rounds (hand, Trainer, Trainer, hand, ...), each
-run a whole TrainLoop of a few epochs, and each round gives one ratio of speeds
-(Trainer / hand-written).  The table shows the median ratio with its
-quartiles (their spread, IQR/median), the 95% confidence interval of the
-median and the ratio of the best runs; a target counts as met only when the
-whole interval meets it ("unclear" when it straddles the target).  Usage: ``python benchmarks/bench_trainer.py [--quick] [--style all|eager|graph]``.
+Runs alternate in mirrored quads (hand, Trainer, Trainer, hand, then
+Trainer, hand, hand, Trainer, ...), each run a whole TrainLoop of a few
+epochs, and each quad gives one ratio of speeds (Trainer / hand-written)
+from the mean of each contestant's two runs, so neither a drift of the load
+nor running first or second in a pair favours one of them.  The table shows
+the median ratio with its quartiles (their spread, IQR/median), the 95%
+confidence interval of the median and the ratio of the best single runs; a
+target counts as met only when the whole interval meets it ("unclear" when
+it straddles the target).  Usage: ``python benchmarks/bench_trainer.py [--quick] [--style all|eager|graph]``.
 """
 
 from __future__ import annotations
@@ -47,6 +50,12 @@ def _data() -> tuple[Any, Any]:
 def _median_rate(samples: Samples, steps: int) -> float:
     """Steps per second of the median run."""
     return steps / samples.median
+
+
+def _paired_runs(timed: dict[str, Samples]) -> dict[str, list[float]]:
+    """The quads' mean wall times of both contestants and their single runs, for the parent."""
+    return {'hand': timed['hand'].wall, 'trainer': timed['trainer'].wall,
+            'hand_single': timed['hand'].single, 'trainer_single': timed['trainer'].single}
 
 
 def run_eager(epochs: int, repeats: int) -> dict[str, float]:
@@ -90,14 +99,13 @@ def run_eager(epochs: int, repeats: int) -> dict[str, float]:
     hand()   # warm-up of both, outside the timed rounds
     trainer()
     timed = time_alternating({'hand': whole_call(hand), 'trainer': whole_call(trainer)},
-                             repeats, mirror=True)
+                             repeats, quads=True)
 
     model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss_fn)
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)  # warm-up
     fit = time_alternating({'fit': whole_call(lambda: model.fit(
         x, y, batch_size=BATCH, epochs=epochs, verbose=0, shuffle=False))}, repeats)['fit']
-    return {'steps': steps, 'hand': timed['hand'].wall, 'trainer': timed['trainer'].wall,
-            'fit': _median_rate(fit, steps)}
+    return {'steps': steps, **_paired_runs(timed), 'fit': _median_rate(fit, steps)}
 
 
 def run_graph(epochs: int, repeats: int) -> dict[str, float]:
@@ -151,7 +159,7 @@ def run_graph(epochs: int, repeats: int) -> dict[str, float]:
         hand()  # warm-up
         trainer()
         timed = time_alternating({'hand': whole_call(hand), 'trainer': whole_call(trainer)},
-                                 repeats, mirror=True)
+                                 repeats, quads=True)
         services = time_alternating({'services': trainer_with_services}, repeats)['services']
 
     # the same step under tf.compat.v1.train.MonitoredTrainingSession with its
@@ -175,7 +183,7 @@ def run_graph(epochs: int, repeats: int) -> dict[str, float]:
                     i += 1
 
     mts = time_alternating({'mts': monitored}, repeats)['mts']
-    return {'steps': steps, 'hand': timed['hand'].wall, 'trainer': timed['trainer'].wall,
+    return {'steps': steps, **_paired_runs(timed),
             'services': _median_rate(services, steps), 'mts': _median_rate(mts, steps)}
 
 
@@ -193,8 +201,8 @@ def main() -> None:
         return
     print('Trainer benchmark')
     print(describe_machine())
-    print(f'  data        digits 1797x64, batch {BATCH}; {repeats} mirrored rounds of one run '
-          f'each, a run = a TrainLoop of {epochs} epochs')
+    print(f'  data        digits 1797x64, batch {BATCH}; {repeats} mirrored quads (a, b, b, a / '
+          f'b, a, a, b) of runs, a run = a TrainLoop of {epochs} epochs')
     print()
     results, table = [], []
     for style in (['eager', 'graph'] if args.style == 'all' else [args.style]):
@@ -203,7 +211,8 @@ def main() -> None:
             cmd.append('--quick')
         r = json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE,
                                       text=True).stdout.strip().splitlines()[-1])
-        hand, trainer = Samples(r['hand'], r['hand']), Samples(r['trainer'], r['trainer'])
+        hand = Samples(r['hand'], r['hand'], r['hand_single'])
+        trainer = Samples(r['trainer'], r['trainer'], r['trainer_single'])
         paired = paired_ratio(hand, trainer, higher_is_better=True)
         decided = paired.decide(at_least=TARGET)
         hand_rate, ours = r['steps'] / hand.median, r['steps'] / trainer.median
@@ -212,7 +221,8 @@ def main() -> None:
                            f'ratio >= {TARGET:g} (whole 95% CI)',
                            None if decided == 'unclear' else decided == 'yes'))
         table.append((f'Trainer vs hand-written loop [{style}]', f'{hand_rate:.1f}',
-                      f'{ours:.1f}', paired.text(), f'{paired.spread:.1%}', f'>={TARGET:g}',
+                      f'{ours:.1f}', paired.text(), paired.quartiles_text(),
+                      f'{paired.spread:.1%}', f'>={TARGET:g}',
                       decided))
         others = [('fit', f'Trainer vs keras Model.fit [{style}]', 'keras Model.fit', ours),
                   ('mts', f'Trainer+ckpt+summaries vs MonitoredTrainingSession [{style}]',
@@ -221,10 +231,10 @@ def main() -> None:
             if key in r:
                 results.append(Row(case, baseline, r[key], value, 'steps/s'))
                 table.append((case, f'{r[key]:.1f}', f'{value:.1f}',
-                              f'{value / r[key]:.3f}', '', '', ''))
+                              f'{value / r[key]:.3f}', '', '', '', ''))
     print(format_table(('case', 'baseline steps/s', 'Trainer steps/s',
-                        'ratio: median (95% CI) best', 'IQR/median', 'target', 'met'),
-                       table, align='lrrrrrr'))
+                        'ratio: median (95% CI) best', 'quartiles', 'IQR/median', 'target',
+                        'met'), table, align='lrrrrrrr'))
     write_rows(args.table_json, results)
 
 

@@ -50,6 +50,33 @@ def test_bench_train_loop_quick_run_prints_the_table():
         assert rows[case].rstrip().endswith(('yes', 'no')), rows[case]
 
 
+TRAINER_SCRIPT = SCRIPT.parent / 'bench_trainer.py'
+
+
+def test_bench_trainer_quick_run_prints_the_ratios_of_both_styles(tmp_path):
+    out_json = tmp_path / 'rows.json'
+    env = dict(os.environ, PYTHONIOENCODING='utf-8')
+    proc = subprocess.run(
+        [sys.executable, str(TRAINER_SCRIPT), '--quick', '--table-json', str(out_json)],
+        cwd=str(SCRIPT.parents[1]), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        encoding='utf-8', timeout=600)
+    assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}'
+    out = proc.stdout
+    assert '2 mirrored quads (a, b, b, a / b, a, a, b)' in out
+    lines = out[out.index('case'):].splitlines()
+    for column in ('ratio: median (95% CI) best', 'quartiles', 'IQR/median', 'target', 'met'):
+        assert column in lines[0], lines[0]
+    rows = {line.split('  ')[0]: line for line in lines[2:]}
+    for style in ('eager', 'graph'):
+        row = rows[f'Trainer vs hand-written loop [{style}]']
+        assert re.search(r'\d\.\d{3} \(\d\.\d{3}-\d\.\d{3}\) best \d\.\d{3}  +'
+                         r'\d\.\d{3}-\d\.\d{3}  +\d+\.\d%  +>=0\.97  +(yes|no|unclear)$',
+                         row), row
+    written = json.loads(out_json.read_text(encoding='utf-8'))
+    assert [r['case'] for r in written][:2] == ['Trainer vs hand-written loop [eager]',
+                                                'Trainer vs keras Model.fit [eager]']
+
+
 DATAFLOW_SCRIPT = SCRIPT.parent / 'bench_dataflow.py'
 
 DATAFLOW_ROWS = (
@@ -217,6 +244,44 @@ def test_mirrored_rounds_reverse_every_other_round(bench):
                                      mirror=True)
     assert calls == ['a', 'b', 'b', 'a', 'a', 'b']
     assert len(samples['a'].wall) == len(samples['b'].wall) == 3
+
+
+def test_quads_mirror_each_round_and_alternate_the_outside_contestant(bench):
+    calls = []
+    contestant = recording(calls)
+    samples = bench.time_alternating({'a': contestant('a'), 'b': contestant('b')}, repeats=3,
+                                     quads=True, cpu_clock=counting_clock())
+    assert calls == ['a', 'b', 'b', 'a', 'b', 'a', 'a', 'b', 'a', 'b', 'b', 'a']
+    for s in samples.values():
+        assert len(s.wall) == 3 and len(s.single) == 6   # one mean per quad, every run kept
+        assert s.cpu == [1, 1, 1]                        # the mean of two runs of one tick
+        assert s.best == min(s.single) and s.median == pytest.approx(
+            sorted(s.wall)[1])
+
+
+def test_a_quad_sample_is_the_mean_of_its_two_runs_and_best_the_best_run(bench):
+    """A contestant timed 1 s on the outside and 3 s on the inside of each quad."""
+    ticks = iter([0, 1, 0, 3, 0, 3, 0, 1] * 2)   # a, b, b, a / b, a, a, b: enter, exit
+
+    def clock():
+        return next(ticks)
+
+    def run(watch):
+        with watch:
+            pass
+
+    samples = bench.time_alternating({'a': run, 'b': run}, repeats=2, quads=True,
+                                     cpu_clock=clock)
+    # a: 1 then 1 (outside), then 3 and 3 (inside); b the other way round
+    assert samples['a'].cpu == [1., 3.] and samples['b'].cpu == [3., 1.]
+    assert bench.Samples([2., 2.], [0., 0.], [1., 3., 2.]).best == 1.
+    assert bench.Samples([2., 4.], [0., 0.]).best == 2.   # no single runs: the samples
+    assert bench.Samples([2.], [1.], [1.5]).scaled(2).single == [3.]
+
+
+def test_quads_and_mirror_exclude_each_other(bench):
+    with pytest.raises(ValueError, match='`mirror` and `quads` cannot both be set'):
+        bench.time_alternating({'a': None}, 1, mirror=True, quads=True)
 
 
 def test_paired_ratio_is_the_median_of_per_round_ratios(bench):

@@ -139,6 +139,90 @@ def test_trainer_collects_the_metrics_of_each_session_run(session):
     assert isinstance(collected[0]['loss_x'], np.float32)
 
 
+def _sum_trainer(loop, ph, batches, **metrics):
+    """A trainer adding each batch's sum to ``total`` (returned), with the sum as a metric."""
+    total = v1.get_variable('total', [], initializer=v1.zeros_initializer())
+    train_op = v1.assign_add(total, tf.reduce_sum(ph))
+    return spt.Trainer(loop, train_op, [ph], batches,
+                       metrics={'batch_sum': tf.reduce_sum(ph), **metrics}), total
+
+
+@pytest.mark.parametrize('batch, dtype', [
+    (np.array([1., 2., 3.], dtype=np.float32), np.float32),   # the placeholder's own dtype
+    (np.array([1., 2., 3.], dtype=np.float64), np.float32),   # converted by session.run
+    ([1., 2., 3.], np.float32),                               # a list
+    (np.array([[1., 2., 3.]], dtype=np.float32), np.float32),  # a rank the placeholder takes
+])
+def test_every_kind_of_batch_gives_the_same_values(session, batch, dtype):
+    """Fed arrays of the placeholder's dtype take a shorter way to the session than
+    other values (left to session.run): both give the same metrics and updates."""
+    ph = v1.placeholder(tf.float32, [None] if np.ndim(batch) == 1 else [None, 3])
+    collected = []
+    with spt.TrainLoop(max_epoch=2, print_func=lambda line: None) as loop:
+        loop.events.on(EventKeys.METRICS_COLLECTED, lambda lp, m: collected.append(m))
+        trainer, total = _sum_trainer(loop, ph, [(batch,), (batch,)])
+        trainer.run()
+    assert collected == [{'batch_sum': 6.}] * 4
+    assert session.run(total) == 24.
+
+
+def test_a_batch_of_the_wrong_shape_fails_as_session_run_says(session):
+    ph = v1.placeholder(tf.float32, [None, 2])
+    good = np.ones((4, 2), np.float32)
+    with spt.TrainLoop(max_epoch=1, print_func=lambda line: None) as loop:
+        trainer, total = _sum_trainer(loop, ph, [(good,), (np.ones((4, 3), np.float32),)])
+        with pytest.raises(ValueError, match=re.escape(
+                "Cannot feed value of shape (4, 3) for Tensor Placeholder:0, which has "
+                "shape (None, 2)")):
+            trainer.run()
+    assert session.run(total) == 8.   # the first step ran
+
+
+def test_a_fetched_placeholder_returns_the_fed_batch(session):
+    ph = v1.placeholder(tf.float32, [])
+    collected = []
+    with spt.TrainLoop(max_epoch=1, print_func=lambda line: None) as loop:
+        loop.events.on(EventKeys.METRICS_COLLECTED, lambda lp, m: collected.append(m))
+        trainer, _ = _sum_trainer(loop, ph, [(np.float32(2.),), (np.float32(5.),)], fed=ph)
+        trainer.run()
+    assert collected == [{'batch_sum': 2., 'fed': 2.}, {'batch_sum': 5., 'fed': 5.}]
+
+
+def test_a_trainer_runs_again_in_a_new_session_and_not_in_a_closed_one(graph):
+    ph = v1.placeholder(tf.float32, [None])
+    batches = [(np.array([1., 2.], np.float32),)]
+    with spt.TrainLoop(max_epoch=3, print_func=lambda line: None) as loop:
+        trainer, total = _sum_trainer(loop, ph, batches)
+        loop.max_epoch = 1
+        first = v1.Session(graph=graph)
+        with first.as_default():
+            trainer.run()
+            assert first.run(total) == 3.
+        first.close()
+        loop.max_epoch = 2
+        with first.as_default(), pytest.raises(RuntimeError,
+                                               match='Attempted to use a closed Session'):
+            trainer.run()
+        second = v1.Session(graph=graph)
+        with second.as_default():
+            trainer.run()   # initializes `total` in this session, then trains one epoch
+            assert second.run(total) == 3.
+        second.close()
+
+
+def test_an_op_error_of_a_step_names_the_failing_op(session):
+    ph = v1.placeholder(tf.float32, [None])
+    checked = tf.debugging.check_numerics(tf.reduce_sum(ph), 'the batch sum', name='guard')
+    with spt.TrainLoop(max_epoch=1, print_func=lambda line: None) as loop:
+        trainer = spt.Trainer(loop, checked.op, [ph],
+                              [(np.array([1.], np.float32),), (np.array([np.nan], np.float32),)],
+                              metrics={'s': checked})
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=r"(?s)the batch sum : Tensor had NaN values.*'guard'"):
+            trainer.run()
+        assert loop.step == 2
+
+
 def test_trainer_feed_dict_values_are_resolved_each_step(session):
     x = v1.placeholder(tf.float32, [None])
     scale = v1.placeholder(tf.float32, [])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -49,6 +50,10 @@ def check_schedule(epochs: Any = None, steps: Any = None, seconds: Any = None) -
     else:
         check_positive_int(value, kind)
     return Every(**{kind: value})
+
+
+#: {a `_run_step` function: whether it takes the classic ``(session, payload)``}
+_CLASSIC_RUN_STEP: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
 class _Callback:
@@ -145,9 +150,15 @@ class BaseTrainer:
     def _step_caller(self) -> Callable[[Any], Any]:
         """``self._run_step`` as a one-argument callable, whichever signature it has."""
         run_step = self._run_step
-        params = [p for p in inspect.signature(run_step).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        if len(params) == 2:   # the classic `_run_step(session, payload)`
+        func = getattr(run_step, '__func__', None)
+        classic = _CLASSIC_RUN_STEP.get(func) if func is not None else None
+        if classic is None:
+            params = [p for p in inspect.signature(run_step).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            classic = len(params) == 2
+            if func is not None:   # a method: the same answer for every trainer of its class
+                _CLASSIC_RUN_STEP[func] = classic
+        if classic:   # the classic `_run_step(session, payload)`
             session = None if tf.executing_eagerly() else get_default_session_or_error()
             return functools.partial(run_step, session)
         return run_step

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from ..dataflows import ExtraInfoDataFlow
@@ -13,6 +14,11 @@ from ..tfops.tensor_wrapper import TensorWrapper
 from .feed_dict import batch_feed_dict, merge_feed_dict, resolve_feed_dict
 
 __all__ = ['StepRunner', 'is_graph_fetch', 'check_inputs_match']
+
+try:   # what ``Session.run`` builds on every call; built once per step here (see _SessionPath)
+    from tensorflow.python.client.session import _FetchHandler
+except ImportError:  # pragma: no cover - a TensorFlow without it: ``session.run`` each step
+    _FetchHandler = None
 
 
 def is_graph_fetch(obj: Any) -> bool:
@@ -30,6 +36,94 @@ def check_inputs_match(inputs: Sequence[Any], data_flow: Any, arg_name: str = 'i
         raise ValueError(
             f'`{arg_name}` has {len(inputs)} placeholders but the batches of `data_flow` '
             f'hold {data_flow.array_count} arrays')
+
+
+_NO_EXTRA: tuple[Any, ...] = ()   # the results of no extra fetches
+
+
+class _SessionPath:
+    """``session.run(fetches, {inputs: batch})`` without re-reading its arguments each step.
+
+    ``Session.run`` interprets its fetches and checks and converts each fed
+    value on every call, about 140 µs of Python a step on a CPU.  When the
+    fetches and placeholders stay the same, that work is done once here: the
+    fetch structure is built once per session, and a batch goes straight to
+    the session's run when each array already has its placeholder's dtype and
+    a compatible shape (what ``Session.run`` would check, and would then feed
+    unchanged).  Any other batch, another kind of session, or a closed one is
+    left to ``session.run``, so values, errors and messages stay its own.
+    """
+
+    __slots__ = ('inputs', 'refs', 'fetches', 'dtypes', 'shapes', 'seen', 'session', 'handler',
+                 'fetch_list', 'target_list')
+
+    def __init__(self, inputs: tuple[Any, ...], fetches: list[Any]):
+        self.inputs = inputs
+        self.refs = tuple(t.ref() for t in inputs)   # the keys of the feed
+        self.fetches = fetches
+        self.dtypes = tuple(np.dtype(t.dtype.as_numpy_dtype) for t in inputs)
+        self.shapes = tuple(None if t.shape.rank is None else tuple(t.shape.as_list())
+                            for t in inputs)
+        self.seen: list[tuple[int, ...] | None] = [None] * len(inputs)  # last shape that fit
+        self.session: Any = None
+        self.handler: Any = None
+        self.fetch_list: list[Any] = []
+        self.target_list: list[Any] = []
+
+    @staticmethod
+    def usable(inputs: tuple[Any, ...], fetches: list[Any]) -> bool:
+        """Whether the fast path may serve these placeholders and fetches."""
+        if _FetchHandler is None or not inputs:
+            return False
+        try:
+            fed = {t.ref() for t in inputs}
+            graph = inputs[0].graph
+            if any(t.graph is not graph or not graph.is_feedable(t) for t in inputs):
+                return False
+            # a fetched placeholder returns the fed value: leave that to session.run
+            return not any(isinstance(f, tf.Tensor) and f.ref() in fed for f in fetches)
+        except (AttributeError, TypeError, ValueError):
+            return False
+
+    def _fits(self, batch: Sequence[Any]) -> bool:
+        seen, dtypes, shapes = self.seen, self.dtypes, self.shapes
+        for i, value in enumerate(batch):
+            if type(value) is not np.ndarray or value.dtype != dtypes[i]:
+                return False
+            shape = value.shape
+            if shape != seen[i]:
+                expected = shapes[i]
+                if expected is not None and (len(expected) != len(shape) or any(
+                        d is not None and d != n for d, n in zip(expected, shape))):
+                    return False
+                seen[i] = shape
+        return True
+
+    def _bind(self, session: Any) -> bool:
+        """Build the fetch structure for `session`; False if it is not a plain session."""
+        if type(session).run is not tf.compat.v1.Session.run or \
+                session.graph is not self.inputs[0].graph:
+            return False
+        try:
+            handler = _FetchHandler(session.graph, self.fetches, {})
+            fetch_list, target_list = handler.fetches(), handler.targets()
+        except Exception:   # noqa: BLE001 - session.run then says what is wrong
+            return False
+        self.session, self.handler = session, handler
+        self.fetch_list, self.target_list = fetch_list, target_list
+        return True
+
+    def run(self, session: Any, batch: Sequence[Any]) -> list[Any] | None:
+        """The results of the fetches, or ``None`` when ``session.run`` must serve this step."""
+        if len(batch) != len(self.inputs) or not self._fits(batch):
+            return None
+        if session is not self.session and not self._bind(session):
+            return None
+        if getattr(session, '_closed', True):
+            return None   # session.run raises its own error
+        feed = dict(zip(self.refs, batch))
+        results = session._do_run(None, self.target_list, self.fetch_list, feed, None, None)
+        return self.handler.build_results(session, results)
 
 
 class StepRunner:
@@ -108,20 +202,38 @@ class StepRunner:
         self._names = list(self.fetches)
         self._fetch_list = ([] if op is None or not self.graph else [op]) + \
             [self.fetches[n] for n in self._names]
+        self._start = len(self._fetch_list) - len(self._names)   # where the metrics begin
+        # {extra fetches: the fast path of session.run}, built on first use
+        self._paths: dict[tuple[Any, ...], _SessionPath | None] = {}
+
+    def _session_path(self, extra_fetches: tuple[Any, ...]) -> _SessionPath | None:
+        fetches = self._fetch_list + list(extra_fetches)
+        inputs = self.inputs or ()
+        path = _SessionPath(inputs, fetches) if _SessionPath.usable(inputs, fetches) else None
+        self._paths[extra_fetches] = path
+        return path
 
     def run(self, batch: Sequence[Any], feed_dict: Mapping[Any, Any] | None = None,
-            extra_fetches: Sequence[Any] = ()) -> tuple[dict[str, Any] | None, list[Any]]:
+            extra_fetches: Sequence[Any] = ()) -> tuple[dict[str, Any] | None, Sequence[Any]]:
         """Run one step on `batch`; return ``(metrics or None, results of extra_fetches)``."""
         if self.graph:
-            inputs = self.inputs or ()
-            if self.feed_dict or feed_dict or len(batch) != len(inputs):
-                feed = batch_feed_dict(inputs, batch, self.feed_dict, feed_dict)
-            else:   # the common case: the batch's arrays and nothing to resolve
-                feed = dict(zip(inputs, batch))
-            results = get_default_session_or_error().run(
-                self._fetch_list + list(extra_fetches), feed_dict=feed)
-            start = len(self._fetch_list) - len(self._names)
-            metrics = dict(zip(self._names, results[start:start + len(self._names)]))
+            session = get_default_session_or_error()
+            results = None
+            if not (self.feed_dict or feed_dict):   # the common case: only the batch is fed
+                extra = tuple(extra_fetches)
+                path = self._paths[extra] if extra in self._paths else \
+                    self._session_path(extra)
+                if path is not None:
+                    results = path.run(session, batch)
+            if results is None:
+                inputs = self.inputs or ()
+                if self.feed_dict or feed_dict or len(batch) != len(inputs):
+                    feed = batch_feed_dict(inputs, batch, self.feed_dict, feed_dict)
+                else:
+                    feed = dict(zip(inputs, batch))
+                results = session.run(self._fetch_list + list(extra_fetches), feed_dict=feed)
+            names, start = self._names, self._start
+            metrics = dict(zip(names, results[start:start + len(names)]))
             return metrics, results[len(self._fetch_list):]
         fn: Callable[..., Any] = self.op
         if self.feed_dict or feed_dict:
@@ -129,8 +241,10 @@ class StepRunner:
                                                  inplace=True))
         else:
             out = fn(*batch)
+        if type(out) is dict:   # the common case, without the check of an abstract class
+            return dict(out), _NO_EXTRA
         if out is None:
-            return None, []
+            return None, _NO_EXTRA
         if not isinstance(out, Mapping):
-            return {self.default_name: out}, []
-        return dict(out), []
+            return {self.default_name: out}, _NO_EXTRA
+        return dict(out), _NO_EXTRA
