@@ -39,6 +39,7 @@ def check_inputs_match(inputs: Sequence[Any], data_flow: Any, arg_name: str = 'i
 
 
 _NO_EXTRA: tuple[Any, ...] = ()   # the results of no extra fetches
+_UNUSABLE = object()   # the session of a fast path that TensorFlow's internals refused
 
 
 class _SessionPath:
@@ -101,6 +102,8 @@ class _SessionPath:
 
     def _bind(self, session: Any) -> bool:
         """Build the fetch structure for `session`; False if it is not a plain session."""
+        if self.session is _UNUSABLE:
+            return False
         if type(session).run is not tf.compat.v1.Session.run or \
                 session.graph is not self.inputs[0].graph:
             return False
@@ -122,7 +125,13 @@ class _SessionPath:
         if getattr(session, '_closed', True):
             return None   # session.run raises its own error
         feed = dict(zip(self.refs, batch))
-        results = session._do_run(None, self.target_list, self.fetch_list, feed, None, None)
+        try:
+            results = session._do_run(None, self.target_list, self.fetch_list, feed, None, None)
+        except (TypeError, AttributeError):
+            # not TensorFlow's errors of a step (those are OpErrors) but a TensorFlow
+            # whose internals differ: no step ran; session.run serves from now on
+            self.session = _UNUSABLE
+            return None
         return self.handler.build_results(session, results)
 
 
