@@ -173,7 +173,9 @@ def test_bench_distributed_quick_run_prints_the_tables(tmp_path):
     rows = {r['case']: r for r in json.loads(rows_path.read_text(encoding='utf-8'))}
     assert sorted(rows) == sorted([
         'Mirrored, 2 logical CPUs', 'MultiWorkerMirrored, 2 workers [worker 0]',
-        'Mirrored, no-op step: data + metrics per step', 'launcher start-up, 2 trivial workers', 'launch until MWMS strategy ready',
+        'Mirrored, no-op step: data + metrics per step',
+        'Mirrored, no-op step: data only (no metric)',
+        'launcher start-up, 2 trivial workers', 'launch until MWMS strategy ready',
         'digits MLP, bare loop, 2 workers vs 1'])
     for row in rows.values():
         assert row['value'] > 0 and row['baseline_value'] > 0, row
