@@ -212,11 +212,17 @@ def test_multi_worker_roles(workers):
     assert [w['roles'] for w in workers] == [[True, 2, 0, 2], [False, 2, 1, 2]]
 
 
-def test_multi_worker_statistics_equal_one_process_with_all_values(workers):
+def all_workers_described() -> dict:
+    """The statistics one process would collect from the values of both workers."""
     expected = {}
     for name in ('loss', 'acc', 'only0', 'only1', 'vec'):
         values = [v for w in (0, 1) for v in WORKER_VALUES[w].get(name, [])]
         expected[name] = described(stats_of(values, shape=np.shape(values[0])))
+    return expected
+
+
+def test_multi_worker_statistics_equal_one_process_with_all_values(workers):
+    expected = all_workers_described()
     for w in workers:
         assert_described(w['first'], expected)
         assert_described(w['second'], expected)
@@ -241,10 +247,7 @@ def test_multi_worker_one_all_reduce_once_names_are_agreed(workers):
 
 
 def test_multi_worker_later_backend_and_same_names_merge_alike(workers):
-    expected = {}
-    for name in ('loss', 'acc', 'only0', 'only1', 'vec'):
-        values = [v for w in (0, 1) for v in WORKER_VALUES[w].get(name, [])]
-        expected[name] = described(stats_of(values, shape=np.shape(values[0])))
+    expected = all_workers_described()
     for w in workers:
         assert_described(w['later_backend'], expected)
         assert_described(w['same_names'], {'same_a': described(stats_of([0., 1.])),
