@@ -36,7 +36,8 @@ def test_cli_runs_trials_in_processes_and_resumes_a_preempted_one(tmp_path):
     storage = optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(journal))
     study = optuna.load_study(study_name='cli', storage=storage)
-    assert [t.state.name for t in study.trials] == ['COMPLETE', 'RUNNING']
+    assert [t.state.name for t in study.trials] == ['COMPLETE', 'RUNNING'], \
+        first.stdout[-4000:] + first.stderr[-4000:]
 
     again = search(root, env={'PREEMPT_TRIAL': '1'})
     assert again.returncode == 0, again.stdout + again.stderr
