@@ -403,7 +403,7 @@ class Experiment(Generic[_C]):
         self._argv = argv
         self._results = RunResults(self)
         self._store: ResultsStore | None = None
-        self._git = GitProbe.done()
+        self._git = GitProbe(None)
         self._store_sink: StoreSink | RecordsSink | None = None
         self._multi: Any = None   # a MultiSink of the started sinks, while the block is open
         self._console: ConsoleCopy | None = None

@@ -201,7 +201,8 @@ def _package_versions() -> tuple[tuple[str, str | None], ...]:
 
 
 class GitProbe:
-    """The git state of the checkout at `directory`, asked of ``git`` in the background.
+    """The git state of the checkout at `directory`, asked of ``git`` in the background
+    (``None``: nothing is asked, both values are ``None``).
 
     One ``git status`` process is started at once (the branch header gives
     the commit, the change lines the dirty flag; untracked files do not
@@ -213,25 +214,19 @@ class GitProbe:
     _COMMAND = ('git', '--no-optional-locks', 'status', '--porcelain=v2', '--branch',
                 '--untracked-files=no')
 
-    def __init__(self, directory: str, timeout: float = 10.) -> None:
+    def __init__(self, directory: str | None, timeout: float = 10.) -> None:
         self._timeout = timeout
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen[str] | None
+        self._proc: subprocess.Popen[str] | None = None
+        self._result: dict[str, Any] | None = None
+        if directory is None:   # nothing to ask: both values None
+            return
         try:
             self._proc = subprocess.Popen(self._COMMAND, cwd=directory, stdin=subprocess.DEVNULL,
                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                           text=True)
         except (OSError, ValueError):   # no git, or no such directory
             self._proc = None
-        self._result: dict[str, Any] | None = None
-
-    @classmethod
-    def done(cls) -> GitProbe:
-        """A probe that asks nothing: both values ``None``."""
-        probe = cls.__new__(cls)
-        probe._timeout, probe._proc, probe._lock = 0., None, threading.Lock()
-        probe._result = {'git_commit': None, 'git_dirty': None}
-        return probe
 
     def result(self) -> dict[str, Any]:
         """``{'git_commit': sha or None, 'git_dirty': bool or None}`` (both ``None``
