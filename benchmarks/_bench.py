@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import math
@@ -42,12 +43,13 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ['cpu_model', 'core_count', 'load_average', 'describe_machine', 'Stopwatch',
            'Samples', 'Run', 'whole_call', 'time_alternating', 'PairedRatio', 'paired_ratio',
+           'StepTimeline',
            'Row', 'write_rows',
            'read_rows', 'met_text', 'format_table']
 
@@ -351,7 +353,7 @@ class PairedRatio:
 
 
 def paired_ratio(baseline: Samples, candidate: Samples, *,
-                 higher_is_better: bool = False) -> PairedRatio:
+                 higher_is_better: bool = False, cpu: bool = False) -> PairedRatio:
     """The :class:`PairedRatio` of two contestants timed by one :func:`time_alternating`.
 
     Args:
@@ -359,18 +361,88 @@ def paired_ratio(baseline: Samples, candidate: Samples, *,
         candidate: The candidate's, of the same rounds.
         higher_is_better: Compare speeds (baseline time / candidate time)
             rather than times (candidate / baseline).
+        cpu: Compare the CPU times of the rounds (and their best) instead of
+            the wall times.
 
     Raises:
         ValueError: The two hold different numbers of rounds, or none.
     """
-    if len(baseline.wall) != len(candidate.wall) or not baseline.wall:
+    base, cand = (baseline.cpu, candidate.cpu) if cpu else (baseline.wall, candidate.wall)
+    if len(base) != len(cand) or not base:
         raise ValueError(f'`baseline` and `candidate` must hold the same rounds, got '
-                         f'{len(baseline.wall)} and {len(candidate.wall)} runs')
+                         f'{len(base)} and {len(cand)} runs')
+    base_best, cand_best = (min(base), min(cand)) if cpu else (baseline.best, candidate.best)
     if higher_is_better:
-        ratios = tuple(b / c for b, c in zip(baseline.wall, candidate.wall))
-        return PairedRatio(ratios, baseline.best / candidate.best)
-    ratios = tuple(c / b for b, c in zip(baseline.wall, candidate.wall))
-    return PairedRatio(ratios, candidate.best / baseline.best)
+        return PairedRatio(tuple(b / c for b, c in zip(base, cand)), base_best / cand_best)
+    return PairedRatio(tuple(c / b for b, c in zip(base, cand)), cand_best / base_best)
+
+
+class StepTimeline:
+    """Where a run's wall time goes, from timestamps taken around each call of its step.
+
+    :meth:`wrap` gives the step function with a timestamp before and after
+    each call; ``with timeline.run():`` around a whole run then splits the
+    run's time into four parts (seconds, one dict per run in :attr:`runs`):
+    ``'step'``, the calls themselves; ``'between steps'``, the time from one
+    call's end to the next call's start inside an epoch; ``'epoch ends'``,
+    the same gaps across an epoch boundary (every `steps_per_epoch` calls);
+    ``'before and after'``, from the run's start to the first call and from
+    the last call to the run's end.  The parts add up to the run's time.
+    Two contestants timed alike (each with its own timeline) show what one
+    of them spends outside the step function, and whether its steps
+    themselves got slower.
+    """
+
+    PARTS = ('step', 'between steps', 'epoch ends', 'before and after')
+
+    def __init__(self, steps_per_epoch: int, clock: Callable[[], float] = time.perf_counter):
+        if isinstance(steps_per_epoch, bool) or not isinstance(steps_per_epoch, int) or \
+                steps_per_epoch < 1:
+            raise ValueError(f'`steps_per_epoch` must be a positive int, got {steps_per_epoch!r}')
+        self.steps_per_epoch = steps_per_epoch
+        self._clock = clock
+        self.runs: list[dict[str, float]] = []
+        self._starts: list[float] = []
+        self._ends: list[float] = []
+
+    def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """`fn`, timestamped at each call's start and end."""
+        starts, ends, clock = self._starts, self._ends, self._clock
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            starts.append(clock())
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                ends.append(clock())
+
+        return timed
+
+    @contextlib.contextmanager
+    def run(self) -> Iterator[None]:
+        """Time one run: the calls of the wrapped step made inside the block."""
+        starts, ends = self._starts, self._ends
+        starts.clear()
+        ends.clear()
+        begin = self._clock()
+        yield
+        finish = self._clock()
+        if not starts:
+            raise RuntimeError('the run made no call of the wrapped step function')
+        inside = sum(e - s for s, e in zip(starts, ends))
+        between = epoch_ends = 0.
+        for i in range(1, len(starts)):
+            gap = starts[i] - ends[i - 1]
+            if i % self.steps_per_epoch:
+                between += gap
+            else:
+                epoch_ends += gap
+        self.runs.append({'step': inside, 'between steps': between, 'epoch ends': epoch_ends,
+                          'before and after': (starts[0] - begin) + (finish - ends[-1])})
+
+    def medians(self) -> dict[str, float]:
+        """The median of each part over the runs (seconds per run)."""
+        return {part: statistics.median(r[part] for r in self.runs) for part in self.PARTS}
 
 
 # ---------------------------------------------------------------- result rows

@@ -48,8 +48,8 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _bench import (Row, Samples, Stopwatch, describe_machine, format_table,  # noqa: E402
-                    load_average, paired_ratio, time_alternating, write_rows)
+from _bench import (Row, Samples, StepTimeline, Stopwatch, describe_machine,  # noqa: E402
+                    format_table, load_average, paired_ratio, time_alternating, write_rows)
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -121,14 +121,15 @@ class Job:
         return self.spt.DataFlow.arrays([self.x, self.y], GLOBAL_BATCH, shuffle=True,
                                         skip_incomplete=True, random_state=SEED)
 
-    def bare(self, epochs: int, watch: Any = None) -> list[float]:
-        """`epochs` epochs of the hand-written loop (timed by `watch`); each epoch's mean loss."""
+    def bare(self, epochs: int, watch: Any = None, train_step: Any = None) -> list[float]:
+        """`epochs` epochs of the hand-written loop (timed by `watch`), calling
+        `train_step` (default: the job's); each epoch's mean loss."""
         import numpy as np
         import tensorflow as tf
 
         from tfsnippet.dataflows.sharding import shard_flow, split_batch
 
-        strategy, train_step = self.strategy, self.train_step
+        strategy, train_step = self.strategy, train_step or self.train_step
         flow = shard_flow(self.flow(), self.num_workers, self.worker_index, seed=SEED)
         means = []
         with watch or contextlib.nullcontext():
@@ -149,8 +150,9 @@ class Job:
                 means.append(float(local))
         return means
 
-    def train_loop(self, epochs: int, watch: Any = None) -> list[str]:
-        """`epochs` epochs driven by ``TrainLoop``; returns the lines it printed.
+    def train_loop(self, epochs: int, watch: Any = None, train_step: Any = None) -> list[str]:
+        """`epochs` epochs driven by ``TrainLoop``, calling `train_step` (default:
+        the job's); returns the lines it printed.
 
         `watch` times the epochs; entering and leaving the loop (once per
         job) go to :attr:`setup_ms`, its collectives during the epochs to
@@ -158,6 +160,7 @@ class Job:
         """
         lines: list[str] = []
         flow = self.flow()
+        train_step = train_step or self.train_step
         setup = Stopwatch()
         with setup:
             loop = self.spt.TrainLoop(self.model.trainable_variables, max_epoch=epochs,
@@ -168,7 +171,7 @@ class Job:
             with watch or contextlib.nullcontext():
                 for _ in loop.iter_epochs():
                     for _, (bx, by) in loop.iter_steps(flow):
-                        loop.collect_metrics(loss=self.train_step(bx, by))
+                        loop.collect_metrics(loss=train_step(bx, by))
                     loop.print_logs()
             self.epoch_collectives.append((loop.backend.collectives - before) / epochs)
         finally:
@@ -189,6 +192,30 @@ class Job:
         samples = time_alternating(runs, size['pairs'], mirror=True)
         per_step = 1e3 / (epochs * self.steps_per_epoch)
         return {name: s.scaled(per_step).wall for name, s in samples.items()}
+
+    def where_time_goes(self, size: dict[str, int]) -> dict[str, dict[str, float]]:
+        """The parts of a run of each loop (see ``StepTimeline``), the step
+        function timestamped, in mirrored rounds: medians, µs per step."""
+        epochs = size['epochs']
+        timelines = {name: StepTimeline(self.steps_per_epoch) for name in ('bare', 'TrainLoop')}
+        steps = {name: t.wrap(self.train_step) for name, t in timelines.items()}
+
+        @contextlib.contextmanager
+        def timed(watch: Any, name: str) -> Any:   # the timed epochs, both ways
+            with watch, timelines[name].run():
+                yield
+
+        def bare(watch: Any) -> None:
+            self.bare(epochs, timed(watch, 'bare'), steps['bare'])
+
+        def loop(watch: Any) -> None:
+            self.train_loop(epochs, timed(watch, 'TrainLoop'), steps['TrainLoop'])
+
+        time_alternating({'bare': bare, 'TrainLoop': loop}, max(2, size['pairs'] // 3),
+                         mirror=True)
+        per_step = 1e6 / (epochs * self.steps_per_epoch)
+        return {name: {part: v * per_step for part, v in t.medians().items()}
+                for name, t in timelines.items()}
 
 
 # ----------------------------------------------------------------- a worker
@@ -353,6 +380,7 @@ def main_process(size_name: str, table_json: str | None) -> int:
     ratio_cells.append(cells)
     notes.append((row.case, statistics.median(mirrored.setup_ms),
                   statistics.median(mirrored.epoch_collectives), 0, None))
+    parts = mirrored.where_time_goes(size)
 
     noop_bare, noop_loop, noop_data = noop_costs(
         mirrored.strategy, 50 if size_name == 'quick' else 500, size['pairs'])
@@ -404,6 +432,18 @@ def main_process(size_name: str, table_json: str | None) -> int:
         [(case, f'{ms:.1f}', f'{n:.2f}', str(b), '' if each is None else f'{each:.2f}',
           '' if each is None else f'{(n - b) * each / steps:.3f}')
          for case, ms, n, b, each in notes], align='lrrrrr'))
+    print()
+    print(f'Where the time of a Mirrored run goes: timestamps around each call of the step '
+          f'function, medians of {max(2, size["pairs"] // 3)} rounds, µs per step (the timed '
+          f'epochs, as above)')
+    lines = []
+    bare_total = sum(parts['bare'].values())
+    for part in StepTimeline.PARTS + ('total',):
+        b, t = (sum(p.values()) if part == 'total' else p[part]
+                for p in (parts['bare'], parts['TrainLoop']))
+        lines.append((part, f'{b:.2f}', f'{t:.2f}', f'{t - b:+.2f}', f'{(t - b) / bare_total:+.2%}'))
+    print(format_table(('part', 'bare', 'TrainLoop', 'TrainLoop - bare', 'of the bare time'),
+                       lines, align='lrrrr'))
     print()
     print(format_table(
         ('figure', 'baseline', 'baseline value', 'value', 'unit', 'ratio'),

@@ -17,7 +17,13 @@ nor running first or second in a pair favours one of them.  The table shows
 the median ratio with its quartiles (their spread, IQR/median), the 95%
 confidence interval of the median and the ratio of the best single runs; a
 target counts as met only when the whole interval meets it ("unclear" when
-it straddles the target).  Usage: ``python benchmarks/bench_trainer.py [--quick] [--style all|eager|graph]``.
+it straddles the target).  The target is judged on wall time; the same runs'
+CPU time of the main thread (which runs both loops' Python and calls the
+step, while TensorFlow's threads do the same work in both) follows as a
+steadier second figure.  For the eager style a last table splits a run's
+time into the step function's calls, the gaps between steps, the epoch
+ends and the run's start and end (``StepTimeline``): what the Trainer
+spends outside the step, and whether its steps themselves got slower.  Usage: ``python benchmarks/bench_trainer.py [--quick] [--style all|eager|graph]``.
 """
 
 from __future__ import annotations
@@ -28,13 +34,14 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Any
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _bench import (Row, Samples, Stopwatch, describe_machine, format_table,  # noqa: E402
-                    paired_ratio, time_alternating, whole_call, write_rows)
+from _bench import (Row, Samples, Stopwatch, StepTimeline, describe_machine,  # noqa: E402
+                    format_table, paired_ratio, time_alternating, whole_call, write_rows)
 
 BATCH = 64
 TARGET = 0.97   # Trainer / hand-written loop, steps per second
@@ -53,9 +60,31 @@ def _median_rate(samples: Samples, steps: int) -> float:
 
 
 def _paired_runs(timed: dict[str, Samples]) -> dict[str, list[float]]:
-    """The quads' mean wall times of both contestants and their single runs, for the parent."""
+    """The quads' mean wall and main-thread CPU times of both contestants and their
+    single runs' wall times, for the parent."""
     return {'hand': timed['hand'].wall, 'trainer': timed['trainer'].wall,
+            'hand_cpu': timed['hand'].cpu, 'trainer_cpu': timed['trainer'].cpu,
             'hand_single': timed['hand'].single, 'trainer_single': timed['trainer'].single}
+
+
+def _where_time_goes(step: Any, steps_per_epoch: int, repeats: int, hand: Any,
+                     trainer: Any) -> dict[str, dict[str, float]]:
+    """The parts of a run (see ``StepTimeline``) of `hand` and `trainer`, each called
+    with the step function timestamped, in `repeats` quads: medians, seconds per run."""
+    timelines = {name: StepTimeline(steps_per_epoch) for name in ('hand', 'trainer')}
+
+    def timed(name: str, body: Any) -> Any:
+        timeline = timelines[name]
+        wrapped = timeline.wrap(step)
+
+        def run(watch: Stopwatch) -> None:
+            with watch, timeline.run():
+                body(wrapped)
+        return run
+
+    time_alternating({'hand': timed('hand', hand), 'trainer': timed('trainer', trainer)},
+                     repeats, quads=True)
+    return {name: t.medians() for name, t in timelines.items()}
 
 
 def run_eager(epochs: int, repeats: int) -> dict[str, float]:
@@ -84,12 +113,12 @@ def run_eager(epochs: int, repeats: int) -> dict[str, float]:
     for bx, by in batches:  # warm-up: trace and build
         step(bx, by)
 
-    def hand() -> None:
+    def hand(step: Any = step) -> None:
         for _ in range(epochs):
             for bx, by in batches:
                 step(bx, by)
 
-    def trainer() -> None:
+    def trainer(step: Any = step) -> None:
         with spt.TrainLoop(model.trainable_variables, max_epoch=epochs,
                            print_func=lambda s: None) as loop:
             t = spt.Trainer(loop, step, data_flow=batches)
@@ -98,14 +127,18 @@ def run_eager(epochs: int, repeats: int) -> dict[str, float]:
 
     hand()   # warm-up of both, outside the timed rounds
     trainer()
+    # the CPU time of this thread, which runs the Python of both loops and the
+    # calls of the step (TensorFlow's own threads run the same work in both)
     timed = time_alternating({'hand': whole_call(hand), 'trainer': whole_call(trainer)},
-                             repeats, quads=True)
+                             repeats, quads=True, cpu_clock=time.thread_time)
+    parts = _where_time_goes(step, len(batches), max(2, repeats // 3), hand, trainer)
 
     model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss_fn)
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)  # warm-up
     fit = time_alternating({'fit': whole_call(lambda: model.fit(
         x, y, batch_size=BATCH, epochs=epochs, verbose=0, shuffle=False))}, repeats)['fit']
-    return {'steps': steps, **_paired_runs(timed), 'fit': _median_rate(fit, steps)}
+    return {'steps': steps, **_paired_runs(timed), 'fit': _median_rate(fit, steps),
+            'parts': parts}
 
 
 def run_graph(epochs: int, repeats: int) -> dict[str, float]:
@@ -159,7 +192,7 @@ def run_graph(epochs: int, repeats: int) -> dict[str, float]:
         hand()  # warm-up
         trainer()
         timed = time_alternating({'hand': whole_call(hand), 'trainer': whole_call(trainer)},
-                                 repeats, quads=True)
+                                 repeats, quads=True, cpu_clock=time.thread_time)
         services = time_alternating({'services': trainer_with_services}, repeats)['services']
 
     # the same step under tf.compat.v1.train.MonitoredTrainingSession with its
@@ -194,7 +227,7 @@ def main() -> None:
     parser.add_argument('--json', action='store_true', help=argparse.SUPPRESS)
     parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
     args = parser.parse_args()
-    epochs, repeats = (1, 2) if args.quick else (20, 21)
+    epochs, repeats = (1, 2) if args.quick else (20, 31)
     if args.json:
         run = run_eager if args.style == 'eager' else run_graph
         print(json.dumps(run(epochs, repeats)))
@@ -204,7 +237,7 @@ def main() -> None:
     print(f'  data        digits 1797x64, batch {BATCH}; {repeats} mirrored quads (a, b, b, a / '
           f'b, a, a, b) of runs, a run = a TrainLoop of {epochs} epochs')
     print()
-    results, table = [], []
+    results, table, where = [], [], []
     for style in (['eager', 'graph'] if args.style == 'all' else [args.style]):
         cmd = [sys.executable, os.path.abspath(__file__), '--json', '--style', style]
         if args.quick:
@@ -224,6 +257,14 @@ def main() -> None:
                       f'{ours:.1f}', paired.text(), paired.quartiles_text(),
                       f'{paired.spread:.1%}', f'>={TARGET:g}',
                       decided))
+        cpu = paired_ratio(Samples(r['hand_cpu'], r['hand_cpu']),
+                           Samples(r['trainer_cpu'], r['trainer_cpu']), higher_is_better=True,
+                           cpu=True)
+        table.append((f'  the same runs, main-thread CPU [{style}]', '', '', cpu.text(),
+                      cpu.quartiles_text(), f'{cpu.spread:.1%}', f'>={TARGET:g}',
+                      cpu.decide(at_least=TARGET)))
+        if 'parts' in r:
+            where.append((style, r['steps'], r['parts']))
         others = [('fit', f'Trainer vs keras Model.fit [{style}]', 'keras Model.fit', ours),
                   ('mts', f'Trainer+ckpt+summaries vs MonitoredTrainingSession [{style}]',
                    'MonitoredTrainingSession + stock hooks', r.get('services'))]
@@ -235,6 +276,20 @@ def main() -> None:
     print(format_table(('case', 'baseline steps/s', 'Trainer steps/s',
                         'ratio: median (95% CI) best', 'quartiles', 'IQR/median', 'target',
                         'met'), table, align='lrrrrrrr'))
+    for style, steps, parts in where:
+        print()
+        print(f'Where the time of a run goes [{style}]: timestamps around each call of the step '
+              f'function, medians of {max(2, repeats // 3)} quads, µs per step')
+        lines = []
+        for part in StepTimeline.PARTS + ('total',):
+            hand, ours = (sum(p.values()) if part == 'total' else p[part]
+                          for p in (parts['hand'], parts['trainer']))
+            extra = (ours - hand) * 1e6 / steps
+            lines.append((part, f'{hand * 1e6 / steps:.2f}', f'{ours * 1e6 / steps:.2f}',
+                          f'{extra:+.2f}',
+                          f'{extra / (sum(parts["hand"].values()) * 1e6 / steps):+.2%}'))
+        print(format_table(('part', 'hand-written', 'Trainer', 'Trainer - hand',
+                            'of the hand-written step'), lines, align='lrrrr'))
     write_rows(args.table_json, results)
 
 

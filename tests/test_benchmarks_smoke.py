@@ -72,6 +72,18 @@ def test_bench_trainer_quick_run_prints_the_ratios_of_both_styles(tmp_path):
         assert re.search(r'\d\.\d{3} \(\d\.\d{3}-\d\.\d{3}\) best \d\.\d{3}  +'
                          r'\d\.\d{3}-\d\.\d{3}  +\d+\.\d%  +>=0\.97  +(yes|no|unclear)$',
                          row), row
+    for style in ('eager', 'graph'):   # the same runs' main-thread CPU, decided alike
+        row = next(line for line in lines if f'main-thread CPU [{style}]' in line)
+        assert re.search(r'\d\.\d{3} \(\d\.\d{3}-\d\.\d{3}\) best \d\.\d{3} .*'
+                         r'>=0\.97  +(yes|no|unclear)$', row), row
+    # where an eager run's time goes: four parts that add up to the total, per contestant
+    where = out[out.index('Where the time of a run goes [eager]'):].splitlines()
+    parts = {line.split('  ')[0]: [float(v) for v in line.split()[-4:-1]]
+             for line in where[3:8]}
+    assert list(parts) == ['step', 'between steps', 'epoch ends', 'before and after', 'total']
+    for column in range(2):   # hand-written, Trainer
+        assert sum(parts[p][column] for p in list(parts)[:4]) == \
+            pytest.approx(parts['total'][column], abs=0.05)
     written = json.loads(out_json.read_text(encoding='utf-8'))
     assert [r['case'] for r in written][:2] == ['Trainer vs hand-written loop [eager]',
                                                 'Trainer vs keras Model.fit [eager]']
@@ -170,6 +182,9 @@ def test_bench_distributed_quick_run_prints_the_tables(tmp_path):
         assert line is not None, f'no row for {case!r} in:\n{summary}'
         # decided on the confidence interval of the median: 'unclear' when it straddles
         assert line.rstrip().endswith(('yes', 'no', 'unclear')), line
+    where = out[out.index('Where the time of a Mirrored run goes'):].splitlines()
+    assert [line.split('  ')[0] for line in where[3:8]] == [
+        'step', 'between steps', 'epoch ends', 'before and after', 'total']
     rows = {r['case']: r for r in json.loads(rows_path.read_text(encoding='utf-8'))}
     assert sorted(rows) == sorted([
         'Mirrored, 2 logical CPUs', 'MultiWorkerMirrored, 2 workers [worker 0]',
@@ -298,6 +313,40 @@ def test_paired_ratio_is_the_median_of_per_round_ratios(bench):
     speeds = bench.paired_ratio(base, cand, higher_is_better=True)
     assert speeds.median == pytest.approx(1 / 1.1)
     assert speeds.text().startswith('0.909 (0.909-0.909) best 1.111')
+
+
+def test_paired_ratio_of_cpu_times_uses_the_cpu_samples(bench):
+    base = bench.Samples(wall=[9.] * 3, cpu=[1., 2., 4.])
+    cand = bench.Samples(wall=[1.] * 3, cpu=[1.2, 2.2, 4.4])
+    paired = bench.paired_ratio(base, cand, cpu=True)
+    assert paired.ratios == pytest.approx((1.2, 1.1, 1.1))
+    assert paired.best == pytest.approx(1.2)        # 1.2 / 1.0, the least CPU of each
+    speeds = bench.paired_ratio(base, cand, higher_is_better=True, cpu=True)
+    assert speeds.median == pytest.approx(1 / 1.1)
+    with pytest.raises(ValueError, match='same rounds, got 3 and 2 runs'):
+        bench.paired_ratio(base, bench.Samples(wall=[1.] * 3, cpu=[1.] * 2), cpu=True)
+
+
+def test_step_timeline_splits_a_run_into_parts_that_add_up(bench):
+    # a clock read at: run start 0; steps [1, 3], [4, 6] (epoch 1); [10, 12], [12.5, 14]
+    # (epoch 2); run end 20
+    readings = iter([0., 1., 3., 4., 6., 10., 12., 12.5, 14., 20.])
+    timeline = bench.StepTimeline(2, clock=lambda: next(readings))
+    calls = []
+    step = timeline.wrap(lambda x, scale=1: calls.append(x * scale) or x)
+    with timeline.run():
+        assert [step(1), step(2, scale=3), step(3), step(4)] == [1, 2, 3, 4]
+    assert calls == [1, 6, 3, 4]
+    (parts,) = timeline.runs
+    assert parts == {'step': 2. + 2. + 2. + 1.5, 'between steps': 1. + 0.5,
+                     'epoch ends': 4., 'before and after': 1. + 6.}
+    assert sum(parts.values()) == 20.
+    assert timeline.medians() == parts
+    with pytest.raises(RuntimeError, match='no call of the wrapped step'):
+        with bench.StepTimeline(2).run():
+            pass
+    with pytest.raises(ValueError, match='`steps_per_epoch` must be a positive int, got 0'):
+        bench.StepTimeline(0)
 
 
 def test_paired_ratio_is_unclear_when_the_spread_straddles_the_target(bench):

@@ -480,6 +480,34 @@ def test_a_step_returning_none_collects_no_metric():
     assert collected == []
 
 
+def test_a_returned_mapping_is_collected_and_an_empty_dict_collects_nothing():
+    import types
+    lines, collected = [], []
+    loop = spt.TrainLoop(max_epoch=1, show_eta=False, print_func=lines.append)
+    loop.events.on(EventKeys.METRICS_COLLECTED, lambda lp, m: collected.append(dict(m)))
+    returns = iter([types.MappingProxyType({'loss': 2.}), {}, {'loss': 4., 'acc': 0.5}])
+    trainer = spt.Trainer(loop, lambda x: next(returns), data_flow=scalar_batches([1., 2., 3.]))
+    trainer.log_after_epochs(1)
+    with loop:
+        trainer.run()
+    assert collected == [{'loss': 2.}, {'loss': 4., 'acc': 0.5}]
+    assert lines[-1].endswith('acc: 0.5; loss: 3 (±1)')
+
+
+def test_an_eager_trainer_subclass_runs_its_own_run_step():
+    class Doubling(spt.Trainer):
+        def _run_step(self, batch):
+            self.loop.collect_metrics(loss=2. * float(self.train_op(*batch)))
+
+    lines = []
+    loop = spt.TrainLoop(max_epoch=1, show_eta=False, print_func=lines.append)
+    trainer = Doubling(loop, lambda x: x[0], data_flow=scalar_batches([1., 2.]))
+    trainer.log_after_epochs(1)
+    with loop:
+        trainer.run()
+    assert lines[-1].endswith('loss: 3 (±1)')
+
+
 def test_eager_metrics_are_copied_to_the_host_only_when_the_logs_print(monkeypatch):
     """The per-step cost of a metric is a list append; tensors reach `_reduce` at print time."""
     reduced = []

@@ -252,8 +252,13 @@ class StepRunner:
             out = fn(*batch)
         if type(out) is dict:   # the common case, without the check of an abstract class
             return dict(out), _NO_EXTRA
+        return self.as_metrics(out), _NO_EXTRA
+
+    def as_metrics(self, out: Any) -> dict[str, Any] | None:
+        """The metrics of what an eager step returned: a copy of a dict, a single
+        value named `default_name`, or ``None``."""
         if out is None:
-            return None, _NO_EXTRA
+            return None
         if not isinstance(out, Mapping):
-            return {self.default_name: out}, _NO_EXTRA
-        return dict(out), _NO_EXTRA
+            return {self.default_name: out}
+        return dict(out)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import operator
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .base_trainer import BaseTrainer
@@ -11,6 +12,9 @@ from .feed_dict import merge_feed_dict
 from .step_runner import StepRunner, is_graph_fetch
 
 __all__ = ['Trainer', 'LossTrainer', 'is_graph_fetch']
+
+
+_SECOND = operator.itemgetter(1)
 
 
 class Trainer(BaseTrainer):
@@ -98,8 +102,26 @@ class Trainer(BaseTrainer):
         return self._summaries
 
     def _iter_steps(self) -> Iterator[Any]:
-        for _, batch in self._loop.iter_steps(self._data_flow):
-            yield batch
+        # the batches of ``(step, batch)``, without a generator frame of its own per step
+        return map(_SECOND, self._loop.iter_steps(self._data_flow))
+
+    def _step_caller(self) -> Callable[[Any], Any]:
+        runner = self._runner
+        if runner.graph or runner.feed_dict or type(self)._run_step is not Trainer._run_step:
+            return super()._step_caller()
+        # an eager step with only the batch to pass: what `_run_step` does, in one frame
+        fn, collect, as_metrics = runner.op, self._loop.collect_metrics, runner.as_metrics
+
+        def run_step(batch: Any) -> None:
+            out = fn(*batch)
+            if type(out) is dict:
+                if out:
+                    collect(out)   # read, not kept: the values are stored one by one
+            elif out is not None:
+                metrics = as_metrics(out)
+                if metrics:
+                    collect(metrics)
+        return run_step
 
     def _run_step(self, batch: Any) -> None:
         loop = self._loop
