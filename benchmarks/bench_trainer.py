@@ -60,21 +60,23 @@ def _median_rate(samples: Samples, steps: int) -> float:
 
 
 def _paired_runs(timed: dict[str, Samples]) -> dict[str, list[float]]:
-    """The quads' mean wall and main-thread CPU times of both contestants and their
+    """The rounds' mean wall and main-thread CPU times of each contestant and their
     single runs' wall times, for the parent."""
-    return {'hand': timed['hand'].wall, 'trainer': timed['trainer'].wall,
-            'hand_cpu': timed['hand'].cpu, 'trainer_cpu': timed['trainer'].cpu,
-            'hand_single': timed['hand'].single, 'trainer_single': timed['trainer'].single}
+    out = {}
+    for name, samples in timed.items():
+        out[name], out[f'{name}_cpu'], out[f'{name}_single'] = \
+            samples.wall, samples.cpu, samples.single
+    return out
 
 
-def _where_time_goes(step: Any, steps_per_epoch: int, repeats: int, hand: Any,
-                     trainer: Any) -> dict[str, dict[str, float]]:
-    """The parts of a run (see ``StepTimeline``) of `hand` and `trainer`, each called
-    with the step function timestamped, in `repeats` quads: medians, seconds per run."""
-    timelines = {name: StepTimeline(steps_per_epoch) for name in ('hand', 'trainer')}
+def _where_time_goes(step: Any, steps_per_epoch: int, repeats: int,
+                     loops: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """The parts of a run (see ``StepTimeline``) of each of `loops`, each called with
+    the step function timestamped, in `repeats` quads: medians, seconds per run."""
+    timelines = {name: StepTimeline(steps_per_epoch) for name in loops}
 
-    def timed(name: str, body: Any) -> Any:
-        timeline = timelines[name]
+    def timed(name: str) -> Any:
+        timeline, body = timelines[name], loops[name]
         wrapped = timeline.wrap(step)
 
         def run(watch: Stopwatch) -> None:
@@ -82,13 +84,13 @@ def _where_time_goes(step: Any, steps_per_epoch: int, repeats: int, hand: Any,
                 body(wrapped)
         return run
 
-    time_alternating({'hand': timed('hand', hand), 'trainer': timed('trainer', trainer)},
-                     repeats, quads=True)
+    time_alternating({name: timed(name) for name in loops}, repeats, quads=True)
     return {name: t.medians() for name, t in timelines.items()}
 
 
 def run_eager(epochs: int, repeats: int) -> dict[str, float]:
     import keras
+    import numpy as np
     import tensorflow as tf
 
     import tfsnippet as spt
@@ -118,6 +120,17 @@ def run_eager(epochs: int, repeats: int) -> dict[str, float]:
             for bx, by in batches:
                 step(bx, by)
 
+    def hand_logged(step: Any = step) -> None:
+        # what the Trainer's log line needs, written by hand: each step's loss
+        # kept, their mean and the epoch's time printed at the end of the epoch
+        lines = []
+        for epoch in range(epochs):
+            start, losses = time.perf_counter(), []
+            for bx, by in batches:
+                losses.append(step(bx, by)['loss'])
+            lines.append(f'Epoch {epoch + 1}/{epochs}: {time.perf_counter() - start:.3g}s; '
+                         f'loss {np.mean([float(v) for v in losses]):.6g}')
+
     def trainer(step: Any = step) -> None:
         with spt.TrainLoop(model.trainable_variables, max_epoch=epochs,
                            print_func=lambda s: None) as loop:
@@ -125,13 +138,14 @@ def run_eager(epochs: int, repeats: int) -> dict[str, float]:
             t.log_after_epochs(1)
             t.run()
 
-    hand()   # warm-up of both, outside the timed rounds
-    trainer()
-    # the CPU time of this thread, which runs the Python of both loops and the
-    # calls of the step (TensorFlow's own threads run the same work in both)
-    timed = time_alternating({'hand': whole_call(hand), 'trainer': whole_call(trainer)},
+    loops = {'hand': hand, 'trainer': trainer, 'hand_logged': hand_logged}
+    for loop in loops.values():   # warm-up, outside the timed rounds
+        loop()
+    # the CPU time of this thread, which runs the Python of the loops and the
+    # calls of the step (TensorFlow's own threads run the same work in each)
+    timed = time_alternating({name: whole_call(loop) for name, loop in loops.items()},
                              repeats, quads=True, cpu_clock=time.thread_time)
-    parts = _where_time_goes(step, len(batches), max(2, repeats // 3), hand, trainer)
+    parts = _where_time_goes(step, len(batches), max(2, repeats // 3), loops)
 
     model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss_fn)
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)  # warm-up
@@ -263,6 +277,15 @@ def main() -> None:
         table.append((f'  the same runs, main-thread CPU [{style}]', '', '', cpu.text(),
                       cpu.quartiles_text(), f'{cpu.spread:.1%}', f'>={TARGET:g}',
                       cpu.decide(at_least=TARGET)))
+        if 'hand_logged' in r:   # a baseline that does the work of the Trainer's log line
+            logged = Samples(r['hand_logged'], r['hand_logged_cpu'], r['hand_logged_single'])
+            vs_logged = paired_ratio(logged, trainer, higher_is_better=True)
+            logged_rate = r['steps'] / logged.median
+            case = f'Trainer vs hand-written loop logging each epoch [{style}]'
+            results.append(Row(case, 'hand-written loop, its loss kept and logged per epoch',
+                               logged_rate, logged_rate * vs_logged.median, 'steps/s'))
+            table.append((case, f'{logged_rate:.1f}', f'{ours:.1f}', vs_logged.text(),
+                          vs_logged.quartiles_text(), f'{vs_logged.spread:.1%}', '', ''))
         if 'parts' in r:
             where.append((style, r['steps'], r['parts']))
         others = [('fit', f'Trainer vs keras Model.fit [{style}]', 'keras Model.fit', ours),
@@ -279,17 +302,20 @@ def main() -> None:
     for style, steps, parts in where:
         print()
         print(f'Where the time of a run goes [{style}]: timestamps around each call of the step '
-              f'function, medians of {max(2, repeats // 3)} quads, µs per step')
+              f'function, medians of {max(2, repeats // 3)} quads, µs per step; "+" columns: '
+              f'the Trainer minus the loop, and that in % of the hand-written loop\'s total')
+        total = sum(parts['hand'].values())
         lines = []
         for part in StepTimeline.PARTS + ('total',):
-            hand, ours = (sum(p.values()) if part == 'total' else p[part]
-                          for p in (parts['hand'], parts['trainer']))
-            extra = (ours - hand) * 1e6 / steps
-            lines.append((part, f'{hand * 1e6 / steps:.2f}', f'{ours * 1e6 / steps:.2f}',
-                          f'{extra:+.2f}',
-                          f'{extra / (sum(parts["hand"].values()) * 1e6 / steps):+.2%}'))
-        print(format_table(('part', 'hand-written', 'Trainer', 'Trainer - hand',
-                            'of the hand-written step'), lines, align='lrrrr'))
+            hand, logged, ours = (sum(p.values()) if part == 'total' else p[part]
+                                  for p in (parts['hand'], parts['hand_logged'],
+                                            parts['trainer']))
+            lines.append((part, *(f'{v * 1e6 / steps:.2f}' for v in (hand, logged, ours)),
+                          f'{(ours - hand) * 1e6 / steps:+.2f}', f'{(ours - hand) / total:+.2%}',
+                          f'{(ours - logged) * 1e6 / steps:+.2f}',
+                          f'{(ours - logged) / total:+.2%}'))
+        print(format_table(('part', 'hand-written', 'hand, logging', 'Trainer', '+ hand', '%',
+                            '+ logging', '%'), lines, align='lrrrrrrr'))
     write_rows(args.table_json, results)
 
 

@@ -76,17 +76,24 @@ def test_bench_trainer_quick_run_prints_the_ratios_of_both_styles(tmp_path):
         row = next(line for line in lines if f'main-thread CPU [{style}]' in line)
         assert re.search(r'\d\.\d{3} \(\d\.\d{3}-\d\.\d{3}\) best \d\.\d{3} .*'
                          r'>=0\.97  +(yes|no|unclear)$', row), row
+    row = next(line for line in lines if 'logging each epoch [eager]' in line)
+    assert re.search(r'\d\.\d{3} \(\d\.\d{3}-\d\.\d{3}\) best \d\.\d{3}', row), row
     # where an eager run's time goes: four parts that add up to the total, per contestant
     where = out[out.index('Where the time of a run goes [eager]'):].splitlines()
-    parts = {line.split('  ')[0]: [float(v) for v in line.split()[-4:-1]]
-             for line in where[3:8]}
-    assert list(parts) == ['step', 'between steps', 'epoch ends', 'before and after', 'total']
-    for column in range(2):   # hand-written, Trainer
-        assert sum(parts[p][column] for p in list(parts)[:4]) == \
-            pytest.approx(parts['total'][column], abs=0.05)
+    assert re.split(r'\s{2,}', where[1].strip()) == [
+        'part', 'hand-written', 'hand, logging', 'Trainer', '+ hand', '%', '+ logging', '%']
+    cells = {c[0]: c[1:] for c in (re.split(r'\s{2,}', line.strip()) for line in where[3:8])}
+    assert list(cells) == ['step', 'between steps', 'epoch ends', 'before and after', 'total']
+    for column in range(3):   # hand-written, hand logging, Trainer
+        assert sum(float(cells[p][column]) for p in list(cells)[:4]) == \
+            pytest.approx(float(cells['total'][column]), abs=0.05)
+    assert float(cells['total'][3]) == pytest.approx(
+        float(cells['total'][2]) - float(cells['total'][0]), abs=0.02)
     written = json.loads(out_json.read_text(encoding='utf-8'))
-    assert [r['case'] for r in written][:2] == ['Trainer vs hand-written loop [eager]',
-                                                'Trainer vs keras Model.fit [eager]']
+    assert [r['case'] for r in written][:3] == [
+        'Trainer vs hand-written loop [eager]',
+        'Trainer vs hand-written loop logging each epoch [eager]',
+        'Trainer vs keras Model.fit [eager]']
 
 
 DATAFLOW_SCRIPT = SCRIPT.parent / 'bench_dataflow.py'

@@ -113,8 +113,11 @@ def test_mirrored_per_replica_metric_kept_without_host_copy(mirrored):
     assert mirrored['kept_type'] == 'ReplicaValue'
     assert mirrored['kept_same_tensors']
     assert mirrored['copies_while_kept'] == 0
-    # to_host_values of 5 values over 2 replicas: one copy per replica
-    assert mirrored['copies_for_mean'] == 2
+    # to_host_values of 5 values over 2 logical CPUs: each part read as it is (no op
+    # to run); on accelerators the parts are stacked on each device: one copy per replica
+    assert mirrored['copies_for_mean'] == 10
+    assert mirrored['copies_for_mean_stacked'] == 2
+    assert mirrored['host_mean_stacked'] == mirrored['host_mean']
 
 
 def test_mirrored_mean_and_sum_across_replicas(mirrored):

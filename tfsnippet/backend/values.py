@@ -7,6 +7,7 @@ when the logs are printed: :func:`to_host_values` reduces many at once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -100,13 +101,20 @@ def _reduce_fetched(result: Any, mean: bool) -> np.ndarray:
     return np.asarray(result, dtype=np.float64)
 
 
+@functools.lru_cache(maxsize=None)
+def in_host_memory(device: str) -> bool:
+    """Whether a tensor placed on `device` (a full device name) lives in host memory."""
+    return tf.DeviceSpec.from_string(device).device_type == 'CPU'
+
+
 def to_host_values(values: Sequence[Any]) -> np.ndarray:
     """Reduce kept values to host numbers in one go: one flat float64 array.
 
     Every element of every reduced value is one entry, in order (a
     scalar metric gives one entry per value).  :class:`ReplicaValue`\\ s
-    of one shape and devices are stacked on each device and copied to
-    the host once per device, :class:`RemoteMetricValue`\\ s are fetched
+    of one shape and devices are stacked on each accelerator and copied
+    to the host once per device (on a CPU, where they already are in host
+    memory, each is read as it is: no op to run), :class:`RemoteMetricValue`\\ s are fetched
     with one ``coordinator.fetch``, numbers and arrays are taken as they
     are and eager tensors are copied one by one.
 
@@ -137,6 +145,9 @@ def to_host_values(values: Sequence[Any]) -> np.ndarray:
         replicas = []
         for r, (device, _, _) in enumerate(key):
             tensors = [values[i].parts[r] for i in indices]
+            if in_host_memory(device):   # read as they are: cheaper than running an op
+                replicas.append(np.array([t.numpy() for t in tensors], dtype=np.float64))
+                continue
             with tf.device(device):   # the op itself: tf.stack's conversion costs more
                 stacked = tf.raw_ops.Pack(values=tensors, axis=0)
             replicas.append(np.asarray(stacked.numpy(), dtype=np.float64))

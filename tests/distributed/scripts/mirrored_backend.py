@@ -11,7 +11,9 @@ two_cpus()
 import keras  # noqa: E402
 from tensorflow.python.framework import ops  # noqa: E402
 
+import tfsnippet.backend.values as values_module  # noqa: E402
 from tfsnippet.backend import DistributedBackend, ReplicaValue, backend_for  # noqa: E402
+from tfsnippet.backend.values import in_host_memory  # noqa: E402
 from tfsnippet.dataflows import DataFlow  # noqa: E402
 from tfsnippet.dataflows.sharding import split_batch  # noqa: E402
 from tfsnippet.utils.statistics import StatisticsCollector  # noqa: E402
@@ -62,6 +64,12 @@ out['kept_same_tensors'] = all(k.parts[i] is s[0].values[i]
 before = host_copies[0]
 out['host_mean'] = backend.to_host_values(kept_mean).tolist()
 out['copies_for_mean'] = host_copies[0] - before
+# as on accelerators: the values of each replica stacked on its device, one copy each
+values_module.in_host_memory = lambda device: False
+before = host_copies[0]
+out['host_mean_stacked'] = backend.to_host_values(kept_mean).tolist()
+out['copies_for_mean_stacked'] = host_copies[0] - before
+values_module.in_host_memory = in_host_memory
 out['host_sum'] = backend.to_host_values(kept_sum).tolist()
 out['host_vec'] = backend.to_host_values(kept_vec).tolist()
 out['host_mixed'] = backend.to_host_values([3., kept_sum[0], tf.constant([7., 8.]),
