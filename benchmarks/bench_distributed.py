@@ -130,9 +130,11 @@ class Job:
         from tfsnippet.dataflows.sharding import shard_flow, split_batch
 
         strategy, train_step = self.strategy, train_step or self.train_step
-        flow = shard_flow(self.flow(), self.num_workers, self.worker_index, seed=SEED)
+        flow = self.flow()
         means = []
         with watch or contextlib.nullcontext():
+            # sharded inside the timed block, as TrainLoop shards its flow in `iter_steps`
+            flow = shard_flow(flow, self.num_workers, self.worker_index, seed=SEED)
             for _ in range(epochs):
                 losses = []
                 for batch in flow:
@@ -289,9 +291,8 @@ def noop_costs(strategy: Any, batches: int, repeats: int) -> tuple[Samples, Samp
                                GLOBAL_BATCH)
 
     def bare(watch: Any) -> None:
-        sharded = shard_flow(flow, 1, 0)
-        with watch:
-            for batch in sharded:
+        with watch:   # sharded inside, as TrainLoop shards the flow inside `iter_steps`
+            for batch in shard_flow(flow, 1, 0):
                 split_batch(strategy, batch)
 
     def loop(watch: Any, collect: bool = True) -> None:
