@@ -442,7 +442,8 @@ def main_process(size_name: str, table_json: str | None) -> int:
     for part in StepTimeline.PARTS + ('total',):
         b, t = (sum(p.values()) if part == 'total' else p[part]
                 for p in (parts['bare'], parts['TrainLoop']))
-        lines.append((part, f'{b:.2f}', f'{t:.2f}', f'{t - b:+.2f}', f'{(t - b) / bare_total:+.2%}'))
+        lines.append((part, f'{b:.2f}', f'{t:.2f}', f'{t - b:+.2f}',
+                      f'{(t - b) / bare_total:+.2%}'))
     print(format_table(('part', 'bare', 'TrainLoop', 'TrainLoop - bare', 'of the bare time'),
                        lines, align='lrrrr'))
     print()

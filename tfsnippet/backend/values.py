@@ -114,9 +114,10 @@ def to_host_values(values: Sequence[Any]) -> np.ndarray:
     scalar metric gives one entry per value).  :class:`ReplicaValue`\\ s
     of one shape and devices are stacked on each accelerator and copied
     to the host once per device (on a CPU, where they already are in host
-    memory, each is read as it is: no op to run), :class:`RemoteMetricValue`\\ s are fetched
-    with one ``coordinator.fetch``, numbers and arrays are taken as they
-    are and eager tensors are copied one by one.
+    memory, each is read as it is: no op to run),
+    :class:`RemoteMetricValue`\\ s are fetched with one
+    ``coordinator.fetch``, numbers and arrays are taken as they are and
+    eager tensors are copied one by one.
 
     Raises:
         TypeError: An entry is not numeric.
