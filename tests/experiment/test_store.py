@@ -510,3 +510,54 @@ def test_concurrent_writers_lose_nothing_and_a_killed_one_shows_stale(tmp_path):
         assert all(len(e.metrics) == N_METRICS for e in epochs)   # no half-written epoch
         assert killed.epoch == len(epochs)
         assert killed.metrics['m0'] == len(epochs)
+
+
+class _LockedAtFirst:
+    """A connection whose first `fails` WAL switches answer "database is locked", as
+    SQLite does when other processes open a new store at the same moment."""
+
+    def __init__(self, conn: sqlite3.Connection, fails: int) -> None:
+        self._conn, self.fails, self.tries = conn, fails, 0
+
+    def execute(self, sql: str, *args):
+        if sql.startswith('PRAGMA journal_mode'):
+            self.tries += 1
+            if self.tries <= self.fails:
+                raise sqlite3.OperationalError('database is locked')
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name: str):
+        return getattr(self._conn, name)
+
+
+def _open_with_locks(monkeypatch, fails: int, **kwargs):
+    import tfsnippet.experiment.store as store_module
+    made, pauses = [], []
+    connect = sqlite3.connect
+
+    def locked_connect(*args, **kw):
+        made.append(_LockedAtFirst(connect(*args, **kw), fails))
+        return made[-1]
+
+    monkeypatch.setattr(store_module.sqlite3, 'connect', locked_connect)
+    monkeypatch.setattr(store_module, '_sleep', pauses.append)
+    return made, pauses, kwargs
+
+
+def test_a_store_opened_while_another_process_holds_the_lock_waits_and_opens(
+        tmp_path, monkeypatch):
+    made, pauses, _ = _open_with_locks(monkeypatch, fails=3)
+    store = ResultsStore(tmp_path / 'store')
+    store.start_run('r1', 'r1', {'lr': 0.1})
+    monkeypatch.undo()
+    assert made[0].tries == 4            # three refusals, then WAL mode
+    assert pauses == [0.005, 0.01, 0.02]  # a growing pause between the tries
+    assert [r.run_id for r in ResultsStore(tmp_path / 'store').runs()] == ['r1']
+
+
+def test_a_store_still_locked_after_the_busy_timeout_raises_the_lock_error(
+        tmp_path, monkeypatch):
+    made, pauses, _ = _open_with_locks(monkeypatch, fails=10 ** 6)
+    with pytest.raises(sqlite3.OperationalError, match='database is locked'):
+        ResultsStore(tmp_path / 'store', busy_timeout=0.)
+    assert made[0].tries == 1 and pauses == []

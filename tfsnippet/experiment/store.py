@@ -27,6 +27,9 @@ __all__ = ['ResultsStore', 'RunRow', 'EpochRow', 'RUN_STATUSES', 'STALE', 'DB_FI
 #: The statistics of one metric over one epoch, as given to `log_epoch_metrics`.
 EpochStats = Union[float, Mapping[str, Any]]
 
+#: How a new connection waits before it tries again (replaced by tests)
+_sleep = time.sleep
+
 
 
 @dataclass(frozen=True)
@@ -244,9 +247,7 @@ class ResultsStore:
             raise ValueError(f'`root` is not a writable directory: cannot open '
                              f'{self._path!r} ({e})') from e
         try:
-            conn.execute('PRAGMA journal_mode=WAL')
-            conn.execute('PRAGMA synchronous=NORMAL')
-            self._check_schema(conn, self._create)
+            self._set_up(conn)
         except sqlite3.OperationalError as e:
             conn.close()
             if 'locked' in str(e):
@@ -263,6 +264,30 @@ class ResultsStore:
         self._conn, self._pid = conn, pid
         self._known_fields = set()
         return conn
+
+    def _set_up(self, conn: sqlite3.Connection) -> None:
+        """WAL mode and the schema check on a new connection, retried while another
+        process holds the lock, up to `busy_timeout` seconds.
+
+        Switching a new database to WAL mode needs the whole file: when several
+        processes open the store at once, SQLite may answer "database is
+        locked" at once instead of waiting for the busy timeout.
+        """
+        deadline = time.monotonic() + self._busy_timeout
+        pause = 0.005
+        while True:
+            try:
+                conn.execute('PRAGMA journal_mode=WAL')
+                conn.execute('PRAGMA synchronous=NORMAL')
+                self._check_schema(conn, self._create)
+                return
+            except sqlite3.OperationalError as e:
+                if 'locked' not in str(e) or time.monotonic() + pause > deadline:
+                    raise
+                if conn.in_transaction:
+                    conn.rollback()
+            _sleep(pause)
+            pause = min(pause * 2, 0.2)
 
     def _check_schema(self, conn: sqlite3.Connection, create: bool) -> None:
         version = conn.execute('PRAGMA user_version').fetchone()[0]
