@@ -49,7 +49,7 @@ from typing import Any
 
 __all__ = ['cpu_model', 'core_count', 'load_average', 'describe_machine', 'Stopwatch',
            'Samples', 'Run', 'whole_call', 'time_alternating', 'PairedRatio', 'paired_ratio',
-           'StepTimeline',
+           'StepTimeline', 'timeline_rounds',
            'Row', 'write_rows',
            'read_rows', 'met_text', 'format_table']
 
@@ -375,6 +375,12 @@ def paired_ratio(baseline: Samples, candidate: Samples, *,
     if higher_is_better:
         return PairedRatio(tuple(b / c for b, c in zip(base, cand)), base_best / cand_best)
     return PairedRatio(tuple(c / b for b, c in zip(base, cand)), cand_best / base_best)
+
+
+def timeline_rounds(rounds: int) -> int:
+    """How many rounds a script's :class:`StepTimeline` pass runs: a third of its
+    timed rounds, at least 2."""
+    return max(2, rounds // 3)
 
 
 class StepTimeline:

@@ -49,7 +49,8 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from _bench import (Row, Samples, StepTimeline, Stopwatch, describe_machine,  # noqa: E402
-                    format_table, load_average, paired_ratio, time_alternating, write_rows)
+                    format_table, load_average, paired_ratio, time_alternating,
+                    timeline_rounds, write_rows)
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -213,7 +214,7 @@ class Job:
         def loop(watch: Any) -> None:
             self.train_loop(epochs, timed(watch, 'TrainLoop'), steps['TrainLoop'])
 
-        time_alternating({'bare': bare, 'TrainLoop': loop}, max(2, size['pairs'] // 3),
+        time_alternating({'bare': bare, 'TrainLoop': loop}, timeline_rounds(size['pairs']),
                          mirror=True)
         per_step = 1e6 / (epochs * self.steps_per_epoch)
         return {name: {part: v * per_step for part, v in t.medians().items()}
@@ -435,7 +436,7 @@ def main_process(size_name: str, table_json: str | None) -> int:
          for case, ms, n, b, each in notes], align='lrrrrr'))
     print()
     print(f'Where the time of a Mirrored run goes: timestamps around each call of the step '
-          f'function, medians of {max(2, size["pairs"] // 3)} rounds, µs per step (the timed '
+          f'function, medians of {timeline_rounds(size["pairs"])} rounds, µs per step (the timed '
           f'epochs, as above)')
     lines = []
     bare_total = sum(parts['bare'].values())

@@ -41,7 +41,8 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _bench import (Row, Samples, Stopwatch, StepTimeline, describe_machine,  # noqa: E402
-                    format_table, paired_ratio, time_alternating, whole_call, write_rows)
+                    format_table, paired_ratio, time_alternating, timeline_rounds,
+                    whole_call, write_rows)
 
 BATCH = 64
 TARGET = 0.97   # Trainer / hand-written loop, steps per second
@@ -145,7 +146,7 @@ def run_eager(epochs: int, repeats: int) -> dict[str, float]:
     # calls of the step (TensorFlow's own threads run the same work in each)
     timed = time_alternating({name: whole_call(loop) for name, loop in loops.items()},
                              repeats, quads=True, cpu_clock=time.thread_time)
-    parts = _where_time_goes(step, len(batches), max(2, repeats // 3), loops)
+    parts = _where_time_goes(step, len(batches), timeline_rounds(repeats), loops)
 
     model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss_fn)
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)  # warm-up
@@ -302,7 +303,7 @@ def main() -> None:
     for style, steps, parts in where:
         print()
         print(f'Where the time of a run goes [{style}]: timestamps around each call of the step '
-              f'function, medians of {max(2, repeats // 3)} quads, µs per step; "+" columns: '
+              f'function, medians of {timeline_rounds(repeats)} quads, µs per step; "+" columns: '
               f'the Trainer minus the loop, and that in % of the hand-written loop\'s total')
         total = sum(parts['hand'].values())
         lines = []

@@ -142,7 +142,8 @@ class ResultsStore:
         stale_after: Seconds without a heartbeat after which a running run is
             shown as ``'stale'``.
         clock: Returns the current time in seconds since the epoch.
-        busy_timeout: Seconds a write waits for another process's write to end.
+        busy_timeout: Seconds a write waits for another process's write to end,
+            and opening the store for another process's lock.
 
     Raises:
         ValueError: `root` cannot hold a store (not writable, not a directory,
