@@ -495,3 +495,70 @@ def test_paired_ratio_decides_on_the_confidence_interval_of_the_median(bench):
     assert paired.decide(at_most=1.027) == 'yes'      # the whole interval, not the IQR
     assert paired.decide(at_most=1.02) == 'unclear'
     assert paired.decide(at_most=1.013) == 'no'
+
+
+# ------------------------------------------------- profile_overhead.py
+PROFILE_SCRIPT = SCRIPT.parent / 'profile_overhead.py'
+
+
+@pytest.fixture(scope='module')
+def profile_overhead():
+    """``benchmarks/profile_overhead.py`` as a module (its ``sys.path`` entry removed after)."""
+    path = list(sys.path)
+    spec = importlib.util.spec_from_file_location('profile_overhead', PROFILE_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules['profile_overhead'] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules['profile_overhead']
+        sys.modules.pop('_bench', None)
+        sys.path[:] = path
+
+
+def test_read_profile_splits_the_samples_at_the_step_and_ranks_the_rest(profile_overhead):
+    lines = [
+        # before the timed loop: left out
+        '<module> (run.py:3);warm_up (run.py:9);step (a.py:1) 50\n',
+        # the step: a frame of a tf.function call below the root
+        '<module> (run.py:5);_profiled_runs (run.py:20);run (t.py:4);'
+        'error_handler (tensorflow/python/util/traceback_utils.py:150);'
+        '__call__ (tensorflow/python/eager/polymorphic_function/polymorphic_function.py:9) 70\n',
+        # outside the step, two lines of one function: counted under one name
+        '<module> (run.py:5);_profiled_runs (run.py:20);run (t.py:4);'
+        'print_logs (r.py:10);format (c.py:3) 12\n',
+        '<module> (run.py:5);_profiled_runs (run.py:20);run (t.py:7);'
+        'print_logs (r.py:11) 5\n',
+        '<module> (run.py:5);_profiled_runs (run.py:22) 3\n',
+        '\n',
+    ]
+    p = profile_overhead.read_profile(lines)
+    assert (p.total, p.in_step, p.outside) == (90, 70, 20)
+    assert p.inclusive['run (t.py)'] == 17
+    assert p.inclusive['print_logs (r.py)'] == 17
+    assert p.own == {'format (c.py)': 12, 'print_logs (r.py)': 5,
+                     '_profiled_runs (run.py)': 3}
+    assert p.share(p.outside) == pytest.approx(20 / 90)
+
+    with pytest.raises(ValueError, match='line 2 of the profile does not end in a sample count'):
+        profile_overhead.read_profile(['a (b.py:1) 3\n', 'a (b.py:1);c (d.py:2)\n'])
+
+
+def test_profile_overhead_quick_run_prints_the_padded_comparison():
+    env = dict(os.environ, PYTHONIOENCODING='utf-8')
+    proc = subprocess.run(
+        [sys.executable, str(PROFILE_SCRIPT), '--quick', '--no-profile'],
+        cwd=str(SCRIPT.parents[1]), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        encoding='utf-8', timeout=600)
+    assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}'
+    out = proc.stdout
+    warm = re.search(r"Trainer's own Python, warm \(no-op step\): ([\d.]+) µs a step, "
+                     r'([\d.]+) µs more at an epoch end', out)
+    assert warm, out
+    rows = {line.split('  ')[0]: line.split() for line in out.splitlines()
+            if line.startswith(('bare ', 'padded hand loop ', 'Trainer '))}
+    assert set(rows) == {'bare', 'padded hand loop', 'Trainer'}, out
+    for name in ('padded hand loop', 'Trainer'):
+        speed = float(rows[name][-2])
+        assert 0 < speed < 2, rows[name]
