@@ -126,6 +126,8 @@ def test_mirrored_mean_and_sum_across_replicas(mirrored):
     assert mirrored['host_sum'] == [(t + 1) * (0.5 + 1.) for t in range(5)]
     # the vector [r, 10 r], averaged element-wise over r = 0, 1; flattened per value
     assert mirrored['host_vec'] == [0.5, 5., 0.5, 5.]
+    assert mirrored['host_mean_then_number'] == mirrored['host_mean'] + [3.]
+    assert mirrored['host_two_shapes'] == [0.75, 0.5, 5.]
     # a number, a kept sum, an eager tensor and a numpy scalar, in order
     assert mirrored['host_mixed'] == [3., 1.5, 7., 8., 0.5]
     assert mirrored['one_as_array'] == 3.75

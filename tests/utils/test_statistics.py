@@ -146,3 +146,16 @@ def test_reset_forgets_everything():
     c.collect([10.])
     np.testing.assert_allclose(c.mean, 10.)
     assert c.counter == 1
+
+
+@pytest.mark.parametrize('size', [1, 29, 64, 65, 1000])
+def test_unit_scalars_fast_path_matches_numpy_on_both_sides_of_the_python_sum_limit(size):
+    # the metric book's path: a flat float64 array, each element a sample of weight 1
+    # (summed by Python up to 64 elements, by numpy above)
+    values = np.random.default_rng(size).normal(3., 2., size)
+    c = StatisticsCollector()
+    c._collect_unit_scalars(values[:size // 2])
+    c._collect_unit_scalars(values[size // 2:])
+    assert c.counter == size and c.weight_sum == size
+    assert float(c.mean) == pytest.approx(np.mean(values), rel=1e-12)
+    assert float(c.var) == pytest.approx(np.var(values), rel=1e-9, abs=1e-12)

@@ -107,6 +107,31 @@ def in_host_memory(device: str) -> bool:
     return tf.DeviceSpec.from_string(device).device_type == 'CPU'
 
 
+def _read_in_host_memory(values: Sequence[Any]) -> np.ndarray | None:
+    """:func:`to_host_values` of replica values whose parts are read as they are:
+    all :class:`ReplicaValue`\\ s with the same number of parts of one shape,
+    the first value's parts in host memory (a CPU strategy).  ``None`` when
+    they are not, for the general path to group them by device.
+
+    A later value with a part elsewhere is still read right (its part is
+    copied to the host), only not stacked on its device first.
+    """
+    first = values[0] if values else None
+    if type(first) is not ReplicaValue or not first.parts or not all(
+            isinstance(p, tf.Tensor) and in_host_memory(p.device) for p in first.parts):
+        return None
+    try:
+        host = np.array([[p.numpy() for p in v.parts] for v in values], dtype=np.float64)
+    except (AttributeError, TypeError, ValueError):   # other kinds, shapes or dtypes
+        return None
+    if host.ndim < 2 or any(type(v) is not ReplicaValue for v in values):
+        return None
+    count = host.shape[1]
+    scale = np.array([v.factor / count if v.mean else v.factor for v in values])
+    sums = host.sum(axis=1)
+    return (sums * scale.reshape((-1,) + (1,) * (sums.ndim - 1))).reshape(-1)
+
+
 def to_host_values(values: Sequence[Any]) -> np.ndarray:
     """Reduce kept values to host numbers in one go: one flat float64 array.
 
@@ -122,6 +147,9 @@ def to_host_values(values: Sequence[Any]) -> np.ndarray:
     Raises:
         TypeError: An entry is not numeric.
     """
+    flat = _read_in_host_memory(values)
+    if flat is not None:
+        return flat
     results: list[np.ndarray | None] = [None] * len(values)
     groups: dict[tuple[Any, ...], list[int]] = {}
     remote: list[int] = []

@@ -10,6 +10,12 @@ import numpy.typing as npt
 
 __all__ = ['StatisticsCollector']
 
+# Up to this many values (an epoch's steps, say) are summed by Python: its
+# sums run less code than numpy's, which matters once an epoch, when the
+# training step has pushed that code out of the CPU's caches
+# (benchmarks/profile_overhead.py).
+_PYTHON_SUM_LIMIT = 64
+
 
 class StatisticsCollector:
     """Accumulates the weighted mean and variance of values of one shape.
@@ -108,9 +114,14 @@ class StatisticsCollector:
     def _collect_unit_scalars(self, values: np.ndarray) -> None:
         """Fast path: add each element of a 1-d float64 array as a sample of weight 1."""
         n = values.size
-        if n:
-            self._add_moments(float(values.sum()) / n, float(np.dot(values, values)) / n,
-                              float(n), n)
+        if not n:
+            return
+        if n <= _PYTHON_SUM_LIMIT:
+            floats = values.tolist()
+            total, square = sum(floats), sum([v * v for v in floats])
+        else:
+            total, square = float(values.sum()), float(np.dot(values, values))
+        self._add_moments(total / n, square / n, float(n), n)
 
     def collect(self, values: npt.ArrayLike, weight: npt.ArrayLike = 1.) -> None:
         """Add a batch of samples.

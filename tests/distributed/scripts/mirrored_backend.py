@@ -72,6 +72,10 @@ out['copies_for_mean_stacked'] = host_copies[0] - before
 values_module.in_host_memory = in_host_memory
 out['host_sum'] = backend.to_host_values(kept_sum).tolist()
 out['host_vec'] = backend.to_host_values(kept_vec).tolist()
+# replica values followed by a number, and replica values of two shapes: the
+# parts no longer read in one array, the values grouped (by device and shape)
+out['host_mean_then_number'] = backend.to_host_values(kept_mean + [3.]).tolist()
+out['host_two_shapes'] = backend.to_host_values(kept_mean[:1] + kept_vec[:1]).tolist()
 out['host_mixed'] = backend.to_host_values([3., kept_sum[0], tf.constant([7., 8.]),
                                             np.float32(0.5)]).tolist()
 out['one_as_array'] = np.asarray(kept_mean[4]).tolist()

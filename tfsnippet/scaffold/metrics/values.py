@@ -142,13 +142,17 @@ def _to_float64(name: str, values: list[Any]) -> np.ndarray:
 def _reduce(name: str, values: list[Any]) -> StatisticsCollector:
     """A collector holding the pending `values` (each element one unit-weight sample)."""
     stats = StatisticsCollector()
+    if values and isinstance(values[0], PendingValue):
+        # per-replica or remote values: to the host in one go per device or coordinator
+        flat = to_host_values(values)
+        stats._collect_unit_scalars(flat)
+        return stats
     try:
         # numbers, numpy scalars and scalar eager tensors (one host copy each,
         # taken here rather than on every step)
         flat = np.fromiter(values, dtype=np.float64, count=len(values))
     except (TypeError, ValueError):
         if any(isinstance(v, PendingValue) for v in values):
-            # per-replica or remote values: to the host in one go per device or coordinator
             flat = to_host_values(values)
         else:
             flat = _to_float64(name, [v.numpy() if isinstance(v, tf.Tensor) else v
