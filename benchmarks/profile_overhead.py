@@ -359,7 +359,8 @@ def padded_section(quads: int, warm_rounds: int) -> None:
     base = samples['bare']
     rows = []
     for name, s in samples.items():
-        extra = (s.median - base.median) / steps * 1e6
+        # the median of the quads' differences: each quad's runs were made side by side
+        extra = statistics.median(c - b for b, c in zip(base.wall, s.wall)) / steps * 1e6
         if name == 'bare':
             rows.append([name, f'{s.median / steps * 1e6:.1f}', '', '', ''])
             continue
@@ -369,7 +370,8 @@ def padded_section(quads: int, warm_rounds: int) -> None:
                      f'{ratio.median:.3f}', f'{low:.3f}-{high:.3f}'])
     print(format_table(['loop', 'µs/step', 'extra µs/step', 'speed vs bare',
                         '95% interval'], rows, 'lrrrr'))
-    print(f'  ({quads} quads of {EPOCHS["trainer"]}-epoch runs; medians of the quads)\n')
+    print(f'  ({quads} quads of {EPOCHS["trainer"]}-epoch runs: the median quad, and the '
+          f'medians of the quads\' differences and ratios against the bare loop)\n')
 
 
 # ------------------------------------------------------------ main
