@@ -89,16 +89,14 @@ def _where_time_goes(step: Any, steps_per_epoch: int, repeats: int,
     return {name: t.medians() for name, t in timelines.items()}
 
 
-def run_eager(epochs: int, repeats: int) -> dict[str, float]:
+def eager_mlp() -> tuple[list[tuple[Any, Any]], Any, Any, Any]:
+    """The digits batches, the Keras MLP (seeded), its loss function and its
+    ``tf.function`` training step (SGD), traced and built."""
     import keras
-    import numpy as np
     import tensorflow as tf
-
-    import tfsnippet as spt
 
     x, y = _data()
     batches = [(x[i:i + BATCH], y[i:i + BATCH]) for i in range(0, len(x), BATCH)]
-    steps = epochs * len(batches)
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation='relu'),
                               keras.layers.Dense(10)])
@@ -115,6 +113,18 @@ def run_eager(epochs: int, repeats: int) -> dict[str, float]:
 
     for bx, by in batches:  # warm-up: trace and build
         step(bx, by)
+    return batches, model, loss_fn, step
+
+
+def run_eager(epochs: int, repeats: int) -> dict[str, float]:
+    import keras
+    import numpy as np
+
+    import tfsnippet as spt
+
+    x, y = _data()
+    batches, model, loss_fn, step = eager_mlp()
+    steps = epochs * len(batches)
 
     def hand(step: Any = step) -> None:
         for _ in range(epochs):

@@ -65,7 +65,6 @@ ROOT = '_profiled_runs'
 STEP_FILES = ('polymorphic_function.py', 'traceback_utils.py')
 EPOCHS = {'trainer': 20, 'mirrored': 3}
 MARK = 'PROFILED '   # the child's line of figures (py-spy prints to the same stdout)
-BATCH = 64
 
 
 # ------------------------------------------------------------ reading a profile
@@ -137,37 +136,13 @@ def read_profile(lines: Iterable[str], root: str = ROOT,
 class TrainerCase:
     """The digits MLP (64-128-10, SGD) of ``bench_trainer.py``, eager."""
 
-    steps_per_epoch: int
-
     def __init__(self) -> None:
-        import keras
-        import numpy as np
-        import tensorflow as tf
-        from sklearn.datasets import load_digits
-
         import tfsnippet as spt
+        from bench_trainer import eager_mlp
 
-        x, y = load_digits(return_X_y=True)
-        x, y = (x / 16.).astype(np.float32), y.astype(np.int64)
-        self.batches = [(x[i:i + BATCH], y[i:i + BATCH]) for i in range(0, len(x), BATCH)]
+        self.batches, model, _, self.step = eager_mlp()
         self.steps_per_epoch = len(self.batches)
-        keras.utils.set_random_seed(0)
-        model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation='relu'),
-                                  keras.layers.Dense(10)])
-        optimizer = keras.optimizers.SGD(0.01)
-        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-        @tf.function
-        def step(bx: Any, by: Any) -> dict[str, Any]:
-            with tf.GradientTape() as tape:
-                loss = loss_fn(by, model(bx, training=True))
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            return {'loss': loss}
-
-        for bx, by in self.batches:   # trace and build
-            step(bx, by)
-        self.step, self.spt, self.variables = step, spt, model.trainable_variables
+        self.spt, self.variables = spt, model.trainable_variables
 
     def bare(self, step: Callable[..., Any] | None = None,
              pad: Callable[[], Any] | None = None, epoch_pad: Callable[[], Any] | None = None
