@@ -504,16 +504,19 @@ PROFILE_SCRIPT = SCRIPT.parent / 'profile_overhead.py'
 @pytest.fixture(scope='module')
 def profile_overhead():
     """``benchmarks/profile_overhead.py`` as a module (its ``sys.path`` entry removed after)."""
-    path = list(sys.path)
+    path, bench_module = list(sys.path), sys.modules.get('_bench')
     spec = importlib.util.spec_from_file_location('profile_overhead', PROFILE_SCRIPT)
     module = importlib.util.module_from_spec(spec)
     sys.modules['profile_overhead'] = module
     try:
         spec.loader.exec_module(module)
         yield module
-    finally:
+    finally:   # as it was: the `bench` fixture may hold its own `_bench` there
         del sys.modules['profile_overhead']
-        sys.modules.pop('_bench', None)
+        if bench_module is None:
+            sys.modules.pop('_bench', None)
+        else:
+            sys.modules['_bench'] = bench_module
         sys.path[:] = path
 
 
