@@ -145,18 +145,17 @@ def _reduce(name: str, values: list[Any]) -> StatisticsCollector:
     if values and isinstance(values[0], PendingValue):
         # per-replica or remote values: to the host in one go per device or coordinator
         flat = to_host_values(values)
-        stats._collect_unit_scalars(flat)
-        return stats
-    try:
-        # numbers, numpy scalars and scalar eager tensors (one host copy each,
-        # taken here rather than on every step)
-        flat = np.fromiter(values, dtype=np.float64, count=len(values))
-    except (TypeError, ValueError):
-        if any(isinstance(v, PendingValue) for v in values):
-            flat = to_host_values(values)
-        else:
-            flat = _to_float64(name, [v.numpy() if isinstance(v, tf.Tensor) else v
-                                      for v in values])
+    else:
+        try:
+            # numbers, numpy scalars and scalar eager tensors (one host copy each,
+            # taken here rather than on every step)
+            flat = np.fromiter(values, dtype=np.float64, count=len(values))
+        except (TypeError, ValueError):
+            if any(isinstance(v, PendingValue) for v in values):   # a kept value further on
+                flat = to_host_values(values)
+            else:
+                flat = _to_float64(name, [v.numpy() if isinstance(v, tf.Tensor) else v
+                                          for v in values])
     stats._collect_unit_scalars(flat)
     return stats
 
