@@ -45,7 +45,7 @@ def clip_gradients(grads: Sequence[Any], clip_norm: float | None = None,
     return grads
 
 
-class GradientAccumulator:
+class GradientAccumulator(tf.Module):
     """Averages the gradients of N mini-batches, then applies them once.
 
     Each :meth:`apply` call adds the gradients to accumulators; every
@@ -57,6 +57,16 @@ class GradientAccumulator:
       (``optimizer.build(variables)``);
     * graph: it returns an op to run every step in ``session.run``.
 
+    The sums of the open window and the count of its batches are variables
+    (:attr:`variables`), and the accumulator is a ``tf.Module`` whose
+    ``.variables`` are those only (not the trained ones): save it with the
+    model and the optimizer, ``TrainLoop(checkpoint_save_objects={'model':
+    model, 'optimizer': optimizer, 'accumulator': acc})``, and a run resumed
+    inside an accumulation window goes on exactly as if never stopped.
+    Left out of the checkpoints, the resumed run starts the window again
+    from empty sums and diverges.  (In graph style the loop saves every
+    global variable, the accumulator's included.)
+
     Args:
         variables: The trained variables (graph, eager or Keras).
         num_batches: How many mini-batches make one update.
@@ -64,18 +74,26 @@ class GradientAccumulator:
 
     Raises:
         ValueError: `num_batches` is not a positive int, or `variables` is empty.
+
+    .. versionchanged:: 0.3
+        A ``tf.Module``: accepted in ``checkpoint_save_objects`` (was refused
+        with a ``TypeError``) and in ``tf.train.Checkpoint``.
     """
+
+    # the trained variables are the model's: not part of this module
+    _TF_MODULE_IGNORED_PROPERTIES = tf.Module._TF_MODULE_IGNORED_PROPERTIES | {'_variables'}
 
     def __init__(self, variables: Sequence[Any], num_batches: int,
                  clip_norm: float | None = None, clip_value: float | None = None):
         num_batches = check_positive_int(num_batches, 'num_batches')
+        super().__init__(name='gradient_accumulator')
         self._variables = [as_tf_variable(v) for v in variables]
         if not self._variables:
             raise ValueError('`variables` must not be empty')
         self._num_batches = num_batches
         self._clip_norm = clip_norm
         self._clip_value = clip_value
-        with tf.name_scope('gradient_accumulator'):
+        with self.name_scope:
             self._sums = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
                                       name='sum') for v in self._variables]
             self._count = tf.Variable(0, dtype=tf.int64, trainable=False, name='count')
@@ -87,8 +105,9 @@ class GradientAccumulator:
 
     @property
     def variables(self) -> list[tf.Variable]:
-        """The accumulators and the counter (initialize them in graph mode)."""
-        return self._sums + [self._count]
+        """The accumulators and the counter: the state a checkpoint must hold
+        (initialize them in graph mode)."""
+        return list(self._sums) + [self._count]
 
     def apply(self, optimizer: Any, grads: Sequence[Any]) -> Any:
         """Accumulate `grads`; on every `num_batches`-th call apply the mean.
