@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import tensorflow as tf
 
 from ..tfops.tf_vars import as_tf_variable
-from ..utils.validation import check_positive_int, check_positive_number
+from ..utils.validation import check_bool, check_positive_int, check_positive_number
 
 __all__ = ['clip_gradients', 'GradientAccumulator']
 
 
+@overload
+def clip_gradients(grads: Sequence[Any], clip_norm: float | None = ...,
+                   clip_value: float | None = ..., *,
+                   return_norm: Literal[False] = ...) -> list[Any]: ...
+
+
+@overload
+def clip_gradients(grads: Sequence[Any], clip_norm: float | None = ...,
+                   clip_value: float | None = ..., *,
+                   return_norm: Literal[True]) -> tuple[list[Any], Any]: ...
+
+
 def clip_gradients(grads: Sequence[Any], clip_norm: float | None = None,
-                   clip_value: float | None = None) -> list[Any]:
+                   clip_value: float | None = None, *,
+                   return_norm: bool = False) -> list[Any] | tuple[list[Any], Any]:
     """Clip gradients by their global norm and/or element-wise by value.
 
     Works on eager tensors (inside or outside ``tf.function``) and on graph
@@ -25,23 +38,48 @@ def clip_gradients(grads: Sequence[Any], clip_norm: float | None = None,
             first items of ``optimizer.compute_gradients(loss)``).
         clip_norm: Rescale so that the global norm is at most this.
         clip_value: Then clip each element to ``[-clip_value, clip_value]``.
+        return_norm: Also return the global norm of `grads` before any
+            clipping (a scalar tensor; the one ``tf.clip_by_global_norm``
+            returns), e.g. to collect it as a metric.  With it, `clip_norm`
+            and `clip_value` may both be ``None``: the gradients come back
+            unchanged, with their norm.
+
+    Returns:
+        The clipped gradients, a list; with `return_norm`, the tuple
+        ``(clipped gradients, global norm)``::
+
+            grads, norm = spt.clip_gradients(grads, clip_norm=1., return_norm=True)
+            optimizer.apply_gradients(zip(grads, variables))
+            return {'loss': loss, 'grad_norm': norm}
 
     Raises:
-        ValueError: Neither option is given, or one is not positive.
+        ValueError: Neither option is given (without `return_norm`), or one
+            is not positive.
+        TypeError: `return_norm` is not a bool.
+
+    .. versionchanged:: 0.3
+        ``return_norm``.
     """
-    if clip_norm is None and clip_value is None:
-        raise ValueError('Give `clip_norm` and/or `clip_value`')
+    return_norm = check_bool(return_norm, 'return_norm')
+    if clip_norm is None and clip_value is None and not return_norm:
+        raise ValueError('Give `clip_norm` and/or `clip_value` (or `return_norm=True` for the '
+                         'global norm alone)')
     clip_norm = check_positive_number(clip_norm, 'clip_norm', allow_none=True)
     clip_value = check_positive_number(clip_value, 'clip_value', allow_none=True)
     grads = list(grads)
+    norm = None
+    present = [g for g in grads if g is not None]
     if clip_norm is not None:
-        present = [g for g in grads if g is not None]
-        clipped, _ = tf.clip_by_global_norm(present, clip_norm)
+        clipped, norm = tf.clip_by_global_norm(present, clip_norm)
         it = iter(clipped)
         grads = [None if g is None else next(it) for g in grads]
+    elif return_norm:
+        norm = tf.linalg.global_norm(present)
     if clip_value is not None:
         grads = [None if g is None else tf.clip_by_value(g, -clip_value, clip_value)
                  for g in grads]
+    if return_norm:
+        return grads, norm
     return grads
 
 
