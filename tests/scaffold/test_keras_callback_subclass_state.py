@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 
 import tfsnippet as spt
+from tfsnippet.scaffold.loop import core as loop_core
+from tfsnippet.scaffold.loop.distribution import LoopDistribution
 
 from .test_keras_callbacks import STOPPED, VALID, make_model, valid_loop
+from .test_loop_strategy import FakeTwoWorkerBackend
 
 
 class MyEarlyStopping(keras.callbacks.EarlyStopping):
@@ -99,3 +102,21 @@ def test_a_plateau_subclass_needs_the_model_s_optimizer():
     with pytest.raises(ValueError, match=r'`callbacks\[0\]` \(MyPlateau\) sets the learning '
                                          r'rate of'):
         spt.KerasCallbacks([MyPlateau()], model=model)
+
+
+def test_a_savable_chief_only_callback_is_not_asked_its_state_on_another_worker(
+        tmp_path, monkeypatch):
+    def attach(loop, strategy, coordinator, clock, on_stop):
+        return LoopDistribution(loop, FakeTwoWorkerBackend(1), clock, on_stop)
+    monkeypatch.setattr(loop_core, 'attach_distribution', attach)
+
+    counter, model = CountEpochs(), make_model()   # idle on worker 1: never began training
+    loop = spt.TrainLoop(max_epoch=2, checkpoint_dir=str(tmp_path), checkpoint_epoch_freq=1,
+                         print_func=[].append)
+    loop.add_component(spt.KerasCallbacks([counter], model=model, chief_only=[counter]))
+    with loop:   # each epoch's save reads the states (only the chief writes)
+        for _ in loop.iter_epochs():
+            for _ in loop.iter_steps(range(2)):
+                pass
+            loop.collect_metrics(valid_loss=1.)
+    assert loop.epoch == 2 and not hasattr(counter, 'seen')

@@ -223,6 +223,7 @@ class KerasCallbacks(LoopComponent):
         self._name = name
         self._per_step = any(_overrides(cb, _BEGIN_METHODS + _END_METHODS) for cb in callbacks)
         self._active: list[Any] = []
+        self._idle: list[Any] = []   # the chief-only callbacks on another worker
         self._begin: list[Any] = []
         self._end: list[Any] = []
         self._pending_state: list[Any] | None = None
@@ -255,6 +256,7 @@ class KerasCallbacks(LoopComponent):
         chief = loop.is_chief
         self._active = [cb for cb in self._callbacks
                         if chief or not any(cb is c for c in self._chief_only)]
+        self._idle = [cb for cb in self._callbacks if not any(cb is c for c in self._active)]
         self._begin = [cb for cb in self._active if _overrides(cb, _BEGIN_METHODS)]
         self._end = [cb for cb in self._active if _overrides(cb, _END_METHODS)]
         model = self._model
@@ -348,7 +350,9 @@ class KerasCallbacks(LoopComponent):
         for i, cb in enumerate(self._callbacks):
             state = {a: _plain(getattr(cb, a)) for a in _state_attrs(cb) if hasattr(cb, a)}
             item = {'class': type(cb).__name__, 'state': state}
-            if isinstance(cb, CheckpointSavableObject):
+            # (a callback idle on this worker has no state: only the chief writes it)
+            if isinstance(cb, CheckpointSavableObject) and \
+                    not any(cb is c for c in self._idle):
                 own = cb.get_state()
                 if not isinstance(own, dict):
                     raise TypeError(f'`callbacks[{i}]` ({type(cb).__name__}).get_state() must '
