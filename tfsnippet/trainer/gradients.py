@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import tensorflow as tf
 
 from ..tfops.tf_vars import as_tf_variable
-from ..utils.validation import check_positive_int, check_positive_number
+from ..utils.validation import check_bool, check_positive_int, check_positive_number
 
 __all__ = ['clip_gradients', 'GradientAccumulator']
 
 
+@overload
+def clip_gradients(grads: Sequence[Any], clip_norm: float | None = ...,
+                   clip_value: float | None = ..., *,
+                   return_norm: Literal[False] = ...) -> list[Any]: ...
+
+
+@overload
+def clip_gradients(grads: Sequence[Any], clip_norm: float | None = ...,
+                   clip_value: float | None = ..., *,
+                   return_norm: Literal[True]) -> tuple[list[Any], Any]: ...
+
+
 def clip_gradients(grads: Sequence[Any], clip_norm: float | None = None,
-                   clip_value: float | None = None) -> list[Any]:
+                   clip_value: float | None = None, *,
+                   return_norm: bool = False) -> list[Any] | tuple[list[Any], Any]:
     """Clip gradients by their global norm and/or element-wise by value.
 
     Works on eager tensors (inside or outside ``tf.function``) and on graph
@@ -25,27 +38,52 @@ def clip_gradients(grads: Sequence[Any], clip_norm: float | None = None,
             first items of ``optimizer.compute_gradients(loss)``).
         clip_norm: Rescale so that the global norm is at most this.
         clip_value: Then clip each element to ``[-clip_value, clip_value]``.
+        return_norm: Also return the global norm of `grads` before any
+            clipping (a scalar tensor; the one ``tf.clip_by_global_norm``
+            returns), e.g. to collect it as a metric.  With it, `clip_norm`
+            and `clip_value` may both be ``None``: the gradients come back
+            unchanged, with their norm.
+
+    Returns:
+        The clipped gradients, a list; with `return_norm`, the tuple
+        ``(clipped gradients, global norm)``::
+
+            grads, norm = spt.clip_gradients(grads, clip_norm=1., return_norm=True)
+            optimizer.apply_gradients(zip(grads, variables))
+            return {'loss': loss, 'grad_norm': norm}
 
     Raises:
-        ValueError: Neither option is given, or one is not positive.
+        ValueError: Neither option is given (without `return_norm`), or one
+            is not positive.
+        TypeError: `return_norm` is not a bool.
+
+    .. versionchanged:: 0.3
+        ``return_norm``.
     """
-    if clip_norm is None and clip_value is None:
-        raise ValueError('Give `clip_norm` and/or `clip_value`')
+    return_norm = check_bool(return_norm, 'return_norm')
+    if clip_norm is None and clip_value is None and not return_norm:
+        raise ValueError('Give `clip_norm` and/or `clip_value` (or `return_norm=True` for the '
+                         'global norm alone)')
     clip_norm = check_positive_number(clip_norm, 'clip_norm', allow_none=True)
     clip_value = check_positive_number(clip_value, 'clip_value', allow_none=True)
     grads = list(grads)
+    norm = None
+    present = [g for g in grads if g is not None]
     if clip_norm is not None:
-        present = [g for g in grads if g is not None]
-        clipped, _ = tf.clip_by_global_norm(present, clip_norm)
+        clipped, norm = tf.clip_by_global_norm(present, clip_norm)
         it = iter(clipped)
         grads = [None if g is None else next(it) for g in grads]
+    elif return_norm:
+        norm = tf.linalg.global_norm(present)
     if clip_value is not None:
         grads = [None if g is None else tf.clip_by_value(g, -clip_value, clip_value)
                  for g in grads]
+    if return_norm:
+        return grads, norm
     return grads
 
 
-class GradientAccumulator:
+class GradientAccumulator(tf.Module):
     """Averages the gradients of N mini-batches, then applies them once.
 
     Each :meth:`apply` call adds the gradients to accumulators; every
@@ -57,6 +95,16 @@ class GradientAccumulator:
       (``optimizer.build(variables)``);
     * graph: it returns an op to run every step in ``session.run``.
 
+    The sums of the open window and the count of its batches are variables
+    (:attr:`variables`), and the accumulator is a ``tf.Module`` whose
+    ``.variables`` are those only (not the trained ones): save it with the
+    model and the optimizer, ``TrainLoop(checkpoint_save_objects={'model':
+    model, 'optimizer': optimizer, 'accumulator': acc})``, and a run resumed
+    inside an accumulation window goes on exactly as if never stopped.
+    Left out of the checkpoints, the resumed run starts the window again
+    from empty sums and diverges.  (In graph style the loop saves every
+    global variable, the accumulator's included.)
+
     Args:
         variables: The trained variables (graph, eager or Keras).
         num_batches: How many mini-batches make one update.
@@ -64,18 +112,26 @@ class GradientAccumulator:
 
     Raises:
         ValueError: `num_batches` is not a positive int, or `variables` is empty.
+
+    .. versionchanged:: 0.3
+        A ``tf.Module``: accepted in ``checkpoint_save_objects`` (was refused
+        with a ``TypeError``) and in ``tf.train.Checkpoint``.
     """
+
+    # the trained variables are the model's: not part of this module
+    _TF_MODULE_IGNORED_PROPERTIES = tf.Module._TF_MODULE_IGNORED_PROPERTIES | {'_variables'}
 
     def __init__(self, variables: Sequence[Any], num_batches: int,
                  clip_norm: float | None = None, clip_value: float | None = None):
         num_batches = check_positive_int(num_batches, 'num_batches')
+        super().__init__(name='gradient_accumulator')
         self._variables = [as_tf_variable(v) for v in variables]
         if not self._variables:
             raise ValueError('`variables` must not be empty')
         self._num_batches = num_batches
         self._clip_norm = clip_norm
         self._clip_value = clip_value
-        with tf.name_scope('gradient_accumulator'):
+        with self.name_scope:
             self._sums = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
                                       name='sum') for v in self._variables]
             self._count = tf.Variable(0, dtype=tf.int64, trainable=False, name='count')
@@ -87,8 +143,9 @@ class GradientAccumulator:
 
     @property
     def variables(self) -> list[tf.Variable]:
-        """The accumulators and the counter (initialize them in graph mode)."""
-        return self._sums + [self._count]
+        """The accumulators and the counter: the state a checkpoint must hold
+        (initialize them in graph mode)."""
+        return list(self._sums) + [self._count]
 
     def apply(self, optimizer: Any, grads: Sequence[Any]) -> Any:
         """Accumulate `grads`; on every `num_batches`-th call apply the mean.

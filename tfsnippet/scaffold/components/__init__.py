@@ -1,6 +1,6 @@
 """The loop's features, each a :class:`LoopComponent`: early stopping, checkpoints,
-summaries, loss guard, reduce-on-plateau, the progress bar, mixed precision and
-the profiler."""
+summaries, loss guard, reduce-on-plateau, the progress bar, mixed precision, the
+learning-rate monitor and the profiler."""
 
 from .base import LoopComponent
 from .checkpointer import Checkpointer
@@ -8,6 +8,7 @@ from .early_stopping import EarlyStopping
 from .export import ExportBest
 from .keras_callbacks import KerasCallbacks
 from .loss_guard import LossGuard, LossGuardError
+from .lr_monitor import LearningRateMonitor
 from .multitask import MultiTaskMetrics
 from .mixed_precision import MixedPrecision
 from .preemption import Preemption, TrainingPreempted
@@ -21,5 +22,5 @@ from .warm_start import WarmStart
 __all__ = ['LoopComponent', 'Checkpointer', 'EarlyStopping', 'LossGuard', 'LossGuardError',
            'ProgressBar', 'ReduceOnPlateau', 'RunRecorder', 'SummaryLogger', 'WarmStart',
            'ExportBest', 'Preemption', 'TrainingPreempted', 'MultiTaskMetrics',
-           'MixedPrecision', 'Profiler']
+           'MixedPrecision', 'Profiler', 'LearningRateMonitor']
 __all__ += ['KerasCallbacks']

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...utils.text import short_repr
+from ..checkpoint.saver import CheckpointSavableObject
 from ..event_keys import EventKeys
 from ..metrics.sinks import EPOCH_LOG, plain_stats
 from ..metrics.values import to_float
@@ -21,8 +22,9 @@ __all__ = ['KerasCallbacks']
 _BEGIN_METHODS = ('on_batch_begin', 'on_train_batch_begin')
 _END_METHODS = ('on_batch_end', 'on_train_batch_end')
 
-#: The attributes of Keras's callbacks that the loop's checkpoints keep, by class name
-#: (those ``on_train_begin`` resets, which a resumed run must have back).
+#: The attributes of Keras's callbacks that the loop's checkpoints keep, by the name
+#: of the Keras class (those ``on_train_begin`` resets, which a resumed run must have
+#: back); a subclass keeps those of the Keras class it extends.
 _STATE_ATTRS = {
     'EarlyStopping': ('wait', 'stopped_epoch', 'best', 'best_weights', 'best_epoch'),
     'ReduceLROnPlateau': ('wait', 'cooldown_counter', 'best'),
@@ -39,6 +41,23 @@ _NEED_OPTIMIZER = ('ReduceLROnPlateau', 'LearningRateScheduler')
 def _keras() -> Any:
     import keras
     return keras
+
+
+def _is_a(callback: Any, class_names: Sequence[str]) -> bool:
+    """Whether `callback` is an instance of one of Keras's callbacks `class_names`
+    (a subclass of yours included)."""
+    callbacks = _keras().callbacks
+    return isinstance(callback, tuple(getattr(callbacks, name) for name in class_names))
+
+
+def _state_attrs(callback: Any) -> tuple[str, ...]:
+    """The attributes of `callback` the checkpoints keep (those of the Keras class it is
+    or extends; none for another callback)."""
+    callbacks = _keras().callbacks
+    for name, attrs in _STATE_ATTRS.items():
+        if isinstance(callback, getattr(callbacks, name)):
+            return attrs
+    return ()
 
 
 def _refusal(callback: Any) -> str | None:
@@ -113,10 +132,22 @@ class KerasCallbacks(LoopComponent):
     **Resuming**: the loop's checkpoints keep the state of
     ``EarlyStopping`` (wait, best, best epoch, best weights, stopped epoch),
     ``ReduceLROnPlateau`` (wait, cooldown, best) and ``ModelCheckpoint``
-    (best), put back after ``on_train_begin``.  Other callbacks start
-    afresh on a resume (a ``CSVLogger`` continues its file with
-    ``append=True``; ``LearningRateScheduler`` needs no state, it is given
-    the epoch).
+    (best), and of any subclass of them, put back after ``on_train_begin``.
+    A callback of yours keeps its own state when it is also a
+    :class:`~tfsnippet.CheckpointSavableObject`
+    (``class MyCallback(keras.callbacks.Callback, spt.CheckpointSavableObject)``):
+    ``get_state()`` is saved with each checkpoint and ``set_state(state)``
+    called on a resume, after ``on_train_begin`` (and after the Keras
+    attributes above, for a subclass of one of those callbacks).  Other
+    callbacks start afresh on a resume (a ``CSVLogger`` continues its file
+    with ``append=True``; ``LearningRateScheduler`` needs no state, it is
+    given the epoch).
+
+    .. versionchanged:: 0.3
+        Callbacks are recognised by class, not by class name: a subclass
+        of ``EarlyStopping`` or ``ReduceLROnPlateau`` keeps its state across
+        a resume (it restarted from scratch), a subclass of ``CSVLogger`` or
+        ``ModelCheckpoint`` runs on the chief only.
 
     **Under a strategy** the callbacks run on every worker, with the
     statistics merged across the workers when the epoch line was printed
@@ -170,8 +201,7 @@ class KerasCallbacks(LoopComponent):
         if not isinstance(model, keras.Model):
             raise TypeError(f'`model` must be a keras.Model, got {short_repr(model)}')
         for i, cb in enumerate(callbacks):
-            if type(cb).__name__ in _NEED_OPTIMIZER and \
-                    getattr(model, 'optimizer', None) is None:
+            if _is_a(cb, _NEED_OPTIMIZER) and getattr(model, 'optimizer', None) is None:
                 raise ValueError(
                     f'`model` has no optimizer, which `callbacks[{i}]` ({type(cb).__name__}) '
                     f'sets the learning rate of: compile the model with the optimizer of '
@@ -188,11 +218,12 @@ class KerasCallbacks(LoopComponent):
         self._callbacks = callbacks
         self._model = model
         self._chief_only = [cb for cb in callbacks
-                            if type(cb).__name__ in _FILE_WRITERS or
+                            if _is_a(cb, _FILE_WRITERS) or
                             any(cb is c for c in chief_only)]
         self._name = name
         self._per_step = any(_overrides(cb, _BEGIN_METHODS + _END_METHODS) for cb in callbacks)
         self._active: list[Any] = []
+        self._idle: list[Any] = []   # the chief-only callbacks on another worker
         self._begin: list[Any] = []
         self._end: list[Any] = []
         self._pending_state: list[Any] | None = None
@@ -225,6 +256,7 @@ class KerasCallbacks(LoopComponent):
         chief = loop.is_chief
         self._active = [cb for cb in self._callbacks
                         if chief or not any(cb is c for c in self._chief_only)]
+        self._idle = [cb for cb in self._callbacks if not any(cb is c for c in self._active)]
         self._begin = [cb for cb in self._active if _overrides(cb, _BEGIN_METHODS)]
         self._end = [cb for cb in self._active if _overrides(cb, _END_METHODS)]
         model = self._model
@@ -315,10 +347,18 @@ class KerasCallbacks(LoopComponent):
     # ------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         states: list[Any] = []
-        for cb in self._callbacks:
-            attrs = _STATE_ATTRS.get(type(cb).__name__, ())
-            state = {a: _plain(getattr(cb, a)) for a in attrs if hasattr(cb, a)}
-            states.append({'class': type(cb).__name__, 'state': state})
+        for i, cb in enumerate(self._callbacks):
+            state = {a: _plain(getattr(cb, a)) for a in _state_attrs(cb) if hasattr(cb, a)}
+            item = {'class': type(cb).__name__, 'state': state}
+            # (a callback idle on this worker has no state: only the chief writes it)
+            if isinstance(cb, CheckpointSavableObject) and \
+                    not any(cb is c for c in self._idle):
+                own = cb.get_state()
+                if not isinstance(own, dict):
+                    raise TypeError(f'`callbacks[{i}]` ({type(cb).__name__}).get_state() must '
+                                    f'return a dict of plain data, got {short_repr(own)}')
+                item['own'] = own
+            states.append(item)
         return {'callbacks': states}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -342,3 +382,6 @@ class KerasCallbacks(LoopComponent):
                 if attr == 'best_weights' and value is not None:
                     value = list(value)
                 setattr(cb, attr, value)
+            # a checkpoint of an earlier version, or of a callback not savable then, has none
+            if 'own' in item and isinstance(cb, CheckpointSavableObject):
+                cb.set_state(item['own'])
