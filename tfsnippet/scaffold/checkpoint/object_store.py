@@ -153,7 +153,8 @@ def open_store(save_dir: str | os.PathLike[str] | Location, *, argument: str = '
     location = None
     if isinstance(save_dir, Location):
         location = save_dir
-    elif isinstance(save_dir, (str, os.PathLike)) and '://' in os.fsdecode(os.fspath(save_dir)):
+    elif isinstance(save_dir, (str, os.PathLike)) and (
+            is_url(save_dir, argument=argument) or '://' in os.fsdecode(os.fspath(save_dir))):
         location = resolve(save_dir, argument=argument)
     if location is None:
         return CheckpointStore(save_dir, **options)   # a local path (it checks it)

@@ -371,7 +371,7 @@ def open_source(path: str | os.PathLike[str], trust_pickle: bool = False) -> Sou
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f'`source` must be a path (str or os.PathLike), got {path!r}')
-    if is_url(os.fsdecode(os.fspath(path))):
+    if is_url(os.fsdecode(os.fspath(path)), argument='source'):
         return _open_url(os.fsdecode(os.fspath(path)), trust_pickle)
     path = os.path.abspath(os.fsdecode(os.fspath(path)))
     expected = ('a tfsnippet checkpoint, a tf.train.Checkpoint or TF1 Saver checkpoint '

@@ -153,7 +153,7 @@ class Checkpointer(LoopComponent):
         if not isinstance(restore, (bool, str, os.PathLike)):
             raise TypeError(
                 f'`restore_checkpoint` must be True, False or a checkpoint path, got {restore!r}')
-        if not isinstance(restore, bool) and is_url(os.fspath(restore)):
+        if not isinstance(restore, bool) and is_url(restore, argument='restore_checkpoint'):
             if self._location.is_local:
                 raise ValueError(f'`restore_checkpoint` {restore!r} is a URL: it must be a '
                                  f'checkpoint of the loop\'s own `checkpoint_dir` on that store')
