@@ -497,7 +497,8 @@ class Checkpointer(LoopComponent):
         self._saver = CheckpointSaver(
             variables, self._save_dir(), objects=self._objects,
             keep=self._keep, asynchronous=self._async, loop_state=loop.state_dict,
-            loop_files=loop.progress.datasets.writer, strict=True)
+            loop_files=loop.progress.datasets.writer, loop_state_check=loop.check_state_dict,
+            strict=True)
         self._async_stats = self._saver.async_stats
         if loop.is_chief:   # the other workers only read
             self._saver.remove_stale_temporaries()
