@@ -50,7 +50,7 @@ import numpy as np
 import tensorflow as tf
 
 from .state_format import CheckpointError, has_state, read_state
-from ...storage import is_url, resolve
+from ...storage import check_bucket, is_url, resolve
 from .store import CheckpointStore
 
 __all__ = ['Source', 'BundleSource', 'KerasH5Source', 'open_source', 'open_tfsnippet',
@@ -424,6 +424,7 @@ class _FetchedSource:
 def _open_url(url: str, trust_pickle: bool) -> Source:
     """Download what `url` names (as :func:`open_source` reads a local path) and open it."""
     location = resolve(url, argument='source')
+    check_bucket(location, 'source')   # a missing bucket, refused credentials: one message
     tmp = tempfile.TemporaryDirectory(prefix='tfsnippet-source-')
     try:
         local, shown = _fetch(location, tmp.name)
