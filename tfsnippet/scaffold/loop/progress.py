@@ -49,13 +49,16 @@ def check_state_field(state: Mapping[str, Any], name: str, kind: str, required: 
     if value is None and nullable:
         return
     if kind == 'count':
-        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0
+        ok = (isinstance(value, numbers.Integral) and not isinstance(value, bool)
+              and int(value) >= 0)
         expected = 'an int >= 0'
     elif kind == 'number':
         ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
         expected = 'a number'
     else:
-        ok = isinstance(value, {'str': str, 'list': (list, tuple), 'dict': dict}[kind])
+        types: dict[str, type | tuple[type, ...]] = {'str': str, 'list': (list, tuple),
+                                                     'dict': dict}
+        ok = isinstance(value, types[kind])
         expected = f'a {kind}'
     if not ok:
         raise ValueError(f'`{label}` must be {expected}{" or None" if nullable else ""}, '
