@@ -87,7 +87,7 @@ def test_a_bucket_that_does_not_exist_is_refused_at_loop_entry(s3_server):
     with pytest.raises(ValueError) as info:
         entered('s3://no-such-bucket-tfsnippet/run1')
     assert str(info.value).startswith(
-        "`checkpoint_dir` 's3://no-such-bucket-tfsnippet/run1': the bucket "
+        "`checkpoint_dir`='s3://no-such-bucket-tfsnippet/run1': the bucket "
         "'no-such-bucket-tfsnippet' does not exist")
 
 
@@ -104,8 +104,9 @@ def test_refused_credentials_are_said_at_loop_entry(s3_server):
         strict.stop()
         s3fs.S3FileSystem.clear_instance_cache()
     message = str(info.value)
-    assert message.startswith("`checkpoint_dir` 's3://any-bucket/run1': the object store "
-                              "refused the credentials or the access: PermissionError")
+    assert message.startswith("`checkpoint_dir`='s3://any-bucket/run1': the object store "
+                              "refused the credentials for the bucket 'any-bucket' "
+                              "(PermissionError")
     assert 'AWS_ACCESS_KEY_ID' in message
 
 

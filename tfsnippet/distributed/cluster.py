@@ -253,10 +253,24 @@ def shared_run_id(environ: Mapping[str, str] | None = None) -> str | None:
        one per launch, the same after a restart; set it in a job spec
        yourself to name the run);
     2. a Kubernetes Indexed Job (see :func:`cluster_info`): ``k8s-<job>``;
-    3. a SLURM job of several tasks: ``slurm-<SLURM_JOB_ID>`` (a requeued
-       job keeps its id);
-    4. otherwise ``None``: a ``TF_CONFIG`` alone (Vertex AI, a TFJob) says
-       nothing all workers share and that survives a restart.
+    3. a SLURM job (``SLURM_JOB_ID`` is set) of several tasks, or of one
+       (the script run by the batch script itself, or by ``srun`` as one
+       task): ``slurm-<SLURM_JOB_ID>`` (a requeued job keeps its id, so a
+       one-GPU ``sbatch --requeue`` job resumes its run; each task of a job
+       array has its own id);
+    4. otherwise ``None``: a process alone, or a ``TF_CONFIG`` alone (Vertex
+       AI, a TFJob), which says nothing all workers share and that survives
+       a restart.
+
+    .. note::
+        The id outlives the run: every process of the job that makes an
+        unnamed Experiment under the same root resumes that run.  A SLURM
+        job that trains several runs one after another (a sweep in one batch
+        script), or a Kubernetes Job created again under the same name after
+        its run completed, would resume the old run (reload its config,
+        restore its last checkpoint, and train no further if it was done):
+        give each run a ``name=`` (or ``TFSNIPPET_RUN_ID``), or delete the
+        old run, or name the Kubernetes Job anew (``generateName``).
 
     Args:
         environ: The variables to read; ``os.environ`` by default.
@@ -273,8 +287,9 @@ def shared_run_id(environ: Mapping[str, str] | None = None) -> str | None:
         job = env.get(K8S_JOB_NAME_ENV, '').strip() or env.get('HOSTNAME', '').strip()[
             :-len(f'-{info.task_index}')]
         return f'k8s-{job}'
-    if info.source == 'slurm' and info.num_workers > 1 and env.get('SLURM_JOB_ID', '').strip():
-        return f"slurm-{env['SLURM_JOB_ID'].strip()}"
+    job_id = env.get('SLURM_JOB_ID', '').strip()
+    if job_id and (info.source == 'slurm' or info.num_workers == 1):
+        return f'slurm-{job_id}'
     return None
 
 

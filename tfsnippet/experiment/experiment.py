@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from ..storage import Location, check_bucket, resolve
+from ..storage import Location, bucket_error, check_bucket, resolve
 from ..utils.files import write_json
 from ..utils.status import PREEMPTED_EXIT_CODE, status_of_exit
 from ..utils.text import close_matches_hint, typed_repr
@@ -232,8 +232,11 @@ class Experiment(Generic[_C]):
     read into a local index (see :mod:`tfsnippet.experiment.remote`: no
     object is shared between runs, so any number of jobs may write under
     one root at once).  :attr:`checkpoint_dir` is the run's URL.  A URL
-    of an unknown protocol, or whose package is missing, is refused when
-    the Experiment is made; a bucket that does not exist, when it is entered.
+    of an unknown protocol, or whose package is missing, a bucket that does
+    not exist, and refused credentials are refused when the Experiment is
+    made (on every worker): it reads the run's saved config there, to resume
+    with it, which it cannot do, nor know whether there is one, without the
+    bucket.
 
     **Several workers** (``TF_CONFIG`` or SLURM, see
     :func:`~tfsnippet.distributed.cluster_info`): only the chief writes
@@ -290,9 +293,9 @@ class Experiment(Generic[_C]):
         TypeError: An argument has the wrong type.
         ValueError: `name` is malformed or missing under several workers
             that share no run id, a saved config no longer matches the
-            config class, or `root` is a URL of an unknown protocol; when
-            entered, `root` is not a writable directory, or its bucket does
-            not exist or refuses the credentials.
+            config class, or `root` is a URL of an unknown protocol, or whose
+            bucket does not exist or refuses the credentials; when entered,
+            `root` is not a writable directory.
         ~tfsnippet.storage.StorageUnavailableError: `root` is a URL whose
             package (``s3fs``, ``gcsfs``) is not installed.
         SystemExit: Parsing the command line failed (code 2, with the usage
@@ -504,8 +507,6 @@ class Experiment(Generic[_C]):
             raise RuntimeError('An Experiment can be entered only once; make a new one to '
                                'resume the run')
         self._entered = True
-        if not self._location.is_local:
-            check_bucket(self._location, 'root')   # a missing bucket fails here, on every worker
         if self._is_chief:
             self._start()
         self._status = 'running'
@@ -863,11 +864,10 @@ class Experiment(Generic[_C]):
         try:
             data: bytes = self._run_location.fs.cat_file(self._run_location.join(name).path)
         except FileNotFoundError:
-            return None   # a missing bucket too: said when the block is entered
-        except PermissionError as e:
-            raise ValueError(f'`root`={self._root!r}: the credentials were refused ({e})') from e
-        except OSError as e:
-            raise ValueError(f'`root`={self._root!r} cannot be reached ({e})') from e
+            check_bucket(self._location, 'root')   # no such object, or no such bucket?
+            return None
+        except OSError as e:   # refused credentials: the same message as a loop's
+            raise bucket_error(self._location, 'root', e) from e
         return data.decode('utf-8', errors='replace')
 
     def _start_staging(self) -> None:

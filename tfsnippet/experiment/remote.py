@@ -55,7 +55,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..storage import Location, check_bucket, is_url, resolve
+from ..storage import Location, bucket_error, check_bucket, is_url, resolve
 from ..utils.text import short_repr
 from .store import ResultsStore, RunRow
 
@@ -223,8 +223,7 @@ def _listing(location: Location, argument: str) -> dict[str, tuple[str, str]]:
     except FileNotFoundError:
         return {}
     except PermissionError as e:
-        raise ValueError(f'`{argument}`={short_repr(location.url)}: the credentials were '
-                         f'refused ({e})') from e
+        raise bucket_error(location, argument, e) from e
     prefix = location.path.rstrip('/') + '/'
     out = {}
     for path, info in found.items():

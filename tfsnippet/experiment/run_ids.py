@@ -24,11 +24,11 @@ def default_run_id() -> str:
 
     Under a job whose processes share an id (see
     :func:`tfsnippet.distributed.shared_run_id`: ``TFSNIPPET_RUN_ID``, which
-    the launcher sets, a Kubernetes Indexed Job, a SLURM job of several
-    tasks), the first unnamed experiment of the process takes that id, the
-    n-th ``'<id>-<n>'``: every worker runs the same script, so all land in
-    the chief's run, and a restarted or requeued job resumes it.  A process
-    alone gets a new id.
+    the launcher sets, a Kubernetes Indexed Job, a SLURM job, of one task
+    or several), the first unnamed experiment of the process takes that id,
+    the n-th ``'<id>-<n>'``: every worker runs the same script, so all land
+    in the chief's run, and a restarted or requeued job resumes it.  A
+    process alone (outside such a job) gets a new id.
 
     Raises:
         ValueError: Several workers but no shared id (a ``TF_CONFIG`` alone,

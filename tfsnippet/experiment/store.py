@@ -178,7 +178,7 @@ class ResultsStore:
             raise TypeError(f'`clock` must be a callable returning seconds, '
                             f'got {typed_repr(clock)}')
         from ..storage import is_url
-        if is_url(os.fspath(root)):
+        if is_url(root, argument='root'):
             raise ValueError(f'`root` must be a local directory for a ResultsStore (SQLite '
                              f'cannot live on an object store), got {os.fspath(root)!r}: read '
                              f'the runs of a URL with `tfsnippet.results.query(url)` or '

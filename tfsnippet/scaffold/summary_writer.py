@@ -155,7 +155,7 @@ class SummaryWriter:
         flush_secs = check_positive_number(flush_secs, 'flush_secs')
         max_queue = check_positive_int(max_queue, 'max_queue')
         self._remote: Location | None = None
-        if is_url(logdir):
+        if is_url(logdir, argument='logdir'):
             self._remote = resolve(logdir, argument='logdir')
         self._options = (logdir, max_queue, flush_secs)
         self._uploader: _Uploader | None = None
@@ -292,7 +292,7 @@ def check_summary_dir(summary_dir: str, arg_name: str = 'summary_dir') -> None:
         ~tfsnippet.storage.StorageUnavailableError: The URL's package is not installed.
     """
     from ..utils.files import check_writable_dir
-    if is_url(summary_dir):
+    if is_url(summary_dir, argument=arg_name):
         check_bucket(resolve(summary_dir, argument=arg_name), arg_name)
     else:
         check_writable_dir(summary_dir, arg_name)

@@ -3,8 +3,8 @@
 See :mod:`tfsnippet.storage.locations`.  Nothing here imports TensorFlow.
 """
 
-from .buckets import check_bucket
+from .buckets import bucket_error, check_bucket
 from .locations import PROTOCOL_EXTRAS, Location, StorageUnavailableError, is_url, resolve
 
 __all__ = ['Location', 'StorageUnavailableError', 'resolve', 'is_url', 'PROTOCOL_EXTRAS',
-           'check_bucket']
+           'check_bucket', 'bucket_error']

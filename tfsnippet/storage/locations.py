@@ -11,6 +11,17 @@ file system: ``s3://`` through ``s3fs``, ``gs://`` through ``gcsfs``,
 unknown, or whose package is not installed, is refused with the extra to
 install: a URL is never taken for a local folder name.
 
+Nor is a URL with a malformed protocol part: a value that starts with the
+name of a URL scheme the package knows (``s3``, ``gs``, ``file``, ``http``,
+... of two letters or more) followed by a colon or a doubled slash that is not
+exactly ``://`` (``s3:/bucket/run``, ``s3:bucket/run``, ``s3//bucket``,
+``s3:\\bucket``, a ``pathlib.Path('s3://b')``, which folds ``//`` into ``/``)
+is refused with the URL it probably meant, by :func:`is_url` and
+:func:`resolve` alike.  A relative folder named like a scheme (``s3/x``,
+``./s3/x``), a Windows drive (``C:\\x``, one letter) and a name whose first
+word is not a scheme (``run-12:40``) stay local paths; to name a local folder
+``s3:x``, write ``./s3:x``.
+
 The module imports neither TensorFlow nor fsspec until a URL needs it.
 """
 
@@ -36,6 +47,14 @@ PROTOCOL_EXTRAS: dict[str, tuple[str, str]] = {
 }
 
 _URL = re.compile(r'^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$', re.S)
+#: A URL scheme's name, then a colon or two slashes that are not ``://``
+#: (``s3:/b``, ``s3:b``, ``s3//b``, ``s3:\\b``, `` s3://b``); checked after `_URL`.
+_ALMOST_URL = re.compile(r'^\s*([A-Za-z][A-Za-z0-9+.-]+)\s*(?::+[\\/]*|[\\/]{2,})(.*)$', re.S)
+#: The schemes whose malformed URLs are refused rather than taken for a folder:
+#: the ones served here, and the common ones a user may type by habit.
+_SCHEMES = frozenset(PROTOCOL_EXTRAS) | {
+    'file', 'http', 'https', 'hdfs', 'webhdfs', 'az', 'abfs', 'abfss', 'adl', 'wasb',
+    'wasbs', 'oss', 'ftp', 'sftp', 'hf', 'dbfs', 'gdrive'}
 # protocols whose listings fsspec would otherwise cache for the life of the
 # process: another process (another worker, a restarted job) writes there too
 _NO_LISTING_CACHE = {'s3', 's3a', 'gs', 'gcs'}
@@ -45,13 +64,47 @@ class StorageUnavailableError(RuntimeError):
     """A URL's protocol needs a package that is not installed."""
 
 
-def is_url(value: Any) -> bool:
+def _refuse_malformed_url(value: str, argument: str, was_path: bool) -> None:
+    """Raise ``ValueError`` when `value` (no well-formed URL) looks like a URL
+    whose protocol part is malformed, naming `argument` and the URL meant."""
+    match = _ALMOST_URL.match(value)
+    if match is None or match.group(1).lower() not in _SCHEMES:
+        return
+    protocol, rest = match.group(1).lower(), match.group(2).lstrip('/\\')
+    if protocol == 'file':
+        meant = f"{short_repr('/' + rest)} (or {short_repr('file:///' + rest)})"
+    else:
+        meant = short_repr(f'{protocol}://{rest}')
+    form = 'file:///PATH' if protocol == 'file' else f'{protocol}://BUCKET/PREFIX'
+    hint = (' (a pathlib.Path folds the `//` of a URL into `/`: pass a URL as a str)'
+            if was_path else '')
+    raise ValueError(
+        f'`{argument}`={short_repr(value)} looks like a URL of the protocol {protocol!r} with '
+        f'a malformed protocol part (a URL is written {form}), so it is not taken for a local '
+        f'folder: did you mean {meant}?{hint} To name a local folder so, start it with ./ '
+        f'({short_repr("./" + value)})')
+
+
+def is_url(value: Any, argument: str = 'path') -> bool:
     """Whether `value` is a string of the form ``protocol://...`` other than
-    ``file://``."""
+    ``file://``.
+
+    Raises:
+        ValueError: `value` looks like a URL with a malformed protocol part
+            (``s3:/bucket``, ``s3:bucket``, ``s3//bucket``; the module says
+            which): it is neither a URL nor a local path (the message names
+            `argument` and the URL meant).
+    """
+    was_path = isinstance(value, os.PathLike)
+    if was_path:
+        value = os.fspath(value)
     if not isinstance(value, str):
         return False
     match = _URL.match(value)
-    return match is not None and match.group(1).lower() != 'file'
+    if match is None:
+        _refuse_malformed_url(value, argument, was_path)
+        return False
+    return match.group(1).lower() != 'file'
 
 
 @dataclass(frozen=True)
@@ -133,19 +186,22 @@ def resolve(value: Any, *, argument: str = 'path') -> Location:
     Raises:
         TypeError: `value` is neither a string, a path nor a Location.
         ValueError: A URL of a protocol the package does not know, or one
-            without a bucket.
+            without a bucket, or one with a malformed protocol part
+            (``s3:/bucket``, see :func:`is_url`).
         StorageUnavailableError: A known protocol whose package is not
             installed (the message names the extra to install).
     """
     if isinstance(value, Location):
         return value
-    if isinstance(value, os.PathLike):
+    was_path = isinstance(value, os.PathLike)
+    if was_path:
         value = os.fspath(value)
     if not isinstance(value, str):
         raise TypeError(f'{argument} must be a path or a URL (str), got {short_repr(value)} '
                         f'({type(value).__name__})')
     match = _URL.match(value)
     if match is None:
+        _refuse_malformed_url(value, argument, was_path)
         path = os.path.abspath(value)
         return Location(path, None, path)
     protocol, rest = match.group(1).lower(), match.group(2)

@@ -80,7 +80,7 @@ def check_export_path(path: Any, arg_name: str, created_dir: str | None = None) 
     """
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
         raise TypeError(f'`{arg_name}` must be a file or directory path, got {short_repr(path)}')
-    if is_url(os.fspath(path)):   # an object store has no directories to create first
+    if is_url(path, argument=arg_name):   # an object store has no directories to create first
         url = resolve(path, argument=arg_name).url
         if tf.executing_eagerly() and not url.endswith(WEIGHTS_SUFFIX):
             raise ValueError(f'`{arg_name}` must end in {WEIGHTS_SUFFIX!r} in eager mode (a '

@@ -26,7 +26,7 @@ from .sources import SOURCE_KINDS, Source, describe_source, short_list
 from .structure import match_structure, structure_paths
 
 __all__ = ['WarmStartReport', 'WarmStartEntry', 'WarmStartPlan', 'MatchRules',
-           'compile_rules', 'collect_targets', 'plan_warm_start']
+           'compile_rules', 'collect_targets', 'plan_warm_start', 'check_restore_match']
 
 PatternLike = str | re.Pattern[str]
 Replacement = str | Callable[[re.Match[str]], str] | None
@@ -382,3 +382,36 @@ def _nothing_matched_message(src: Source, entries: list[WarmStartEntry]) -> str:
     return (f'Nothing to warm-start from the {describe_source(src)}: {what}. '
             f'Its {len(source_names)} names are: {short_list(source_names) or "(none)"}. '
             f'Pass a `mapping` {{regex: replacement}} from target names to source names.')
+
+
+def check_restore_match(path: str, var_dict: Mapping[str, Any],
+                        saved_shapes: Mapping[str, list[int]], labels: Mapping[str, str],
+                        saved_labels: Mapping[str, str]) -> None:
+    """Raise ``ValueError`` unless the checkpoint `path`, holding `saved_shapes`
+    (``{key: shape}``, labelled `saved_labels`), has every variable of `var_dict`
+    (labelled `labels`) in its shape and nothing else (a saver's restore)."""
+    def named(keys: list[str], names: Mapping[str, str]) -> list[str]:
+        return [k if names.get(k, k) == k else f'{k} ({names[k]})' for k in keys]
+
+    problems = []
+    missing = sorted(set(var_dict) - set(saved_shapes))
+    if missing:
+        problems.append(f'missing from the checkpoint: {named(missing, labels)}')
+    unexpected = sorted(set(saved_shapes) - set(var_dict))
+    if unexpected:
+        problems.append(
+            f'in the checkpoint but not among the variables to restore: '
+            f'{named(unexpected, saved_labels)} (a Keras optimizer creates its variables '
+            f'on its first step or `optimizer.build(model.trainable_variables)`)')
+    mismatched = []
+    for key in sorted(set(var_dict) & set(saved_shapes)):
+        shape = var_dict[key].shape
+        want = tuple(saved_shapes[key])
+        if shape.rank is not None and tuple(shape.as_list()) != want:
+            mismatched.append(
+                f'{named([key], labels)[0]}: {tuple(shape.as_list())} vs saved {want}')
+    if mismatched:
+        problems.append(f'shapes differ: {mismatched}')
+    if problems:
+        raise ValueError(
+            f'The checkpoint {path!r} does not match the variables: ' + '; '.join(problems))

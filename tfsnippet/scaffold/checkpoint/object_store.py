@@ -93,7 +93,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...storage import Location, is_url, resolve
+from ...storage import Location, bucket_error, is_url, resolve
 from ...utils.text import short_repr
 from .policies import KeepPolicy
 from .store import (INDEX_FILE, MARKER_FILE, TMP_PREFIX, CheckpointStore, StoreSettings,
@@ -153,7 +153,8 @@ def open_store(save_dir: str | os.PathLike[str] | Location, *, argument: str = '
     location = None
     if isinstance(save_dir, Location):
         location = save_dir
-    elif isinstance(save_dir, (str, os.PathLike)) and '://' in os.fsdecode(os.fspath(save_dir)):
+    elif isinstance(save_dir, (str, os.PathLike)) and (
+            is_url(save_dir, argument=argument) or '://' in os.fsdecode(os.fspath(save_dir))):
         location = resolve(save_dir, argument=argument)
     if location is None:
         return CheckpointStore(save_dir, **options)   # a local path (it checks it)
@@ -176,20 +177,9 @@ def check_store_access(location: Location, argument: str, shown: Location | None
 
 
 def access_error(location: Location, argument: str, error: BaseException) -> ValueError:
-    """The ``ValueError`` naming `argument` for what the store answered."""
-    bucket = location.path.lstrip('/').split('/', 1)[0]
-    url = short_repr(location.url)
-    if isinstance(error, FileNotFoundError):
-        return ValueError(f'`{argument}` {url}: the bucket {bucket!r} does not exist (or '
-                          f'is not visible with these credentials); create it first: '
-                          f'{type(error).__name__}: {error}')
-    if isinstance(error, PermissionError):
-        return ValueError(f'`{argument}` {url}: the object store refused the credentials '
-                          f'or the access: {type(error).__name__}: {error}; check '
-                          f'AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or the GCS '
-                          f'credentials) and the bucket\'s permissions')
-    return ValueError(f'`{argument}` {url} cannot be written: {type(error).__name__}: '
-                      f'{error}')
+    """The ``ValueError`` naming `argument` for what the store answered (the
+    same message as wherever else a bucket is checked: :func:`~tfsnippet.storage.bucket_error`)."""
+    return bucket_error(location, argument, error, doing='written')
 
 
 class ObjectCheckpointStore(StoreSettings):

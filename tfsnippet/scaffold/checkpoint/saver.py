@@ -42,6 +42,7 @@ from ...utils.validation import check_bool
 from ...tfops.var_io import assign_variables
 from . import state_format
 from .sources import VARS_PREFIX, BundleSource, tfsnippet_variables
+from .matching import check_restore_match
 from .io import AsyncCheckpointWriter, AsyncSaveStats, HostBuffers, freeze_state, write_bundle
 from .state_format import CheckpointError, UntrustedCheckpointError
 from .object_store import ObjectCheckpointStore, open_store
@@ -165,6 +166,11 @@ class CheckpointSaver:
             picklable dict), saved beside the objects' states; :meth:`restore`
             returns it under :data:`LOOP_STATE_KEY` without applying it (the
             loop's restorer does).
+        loop_state_check: A callable that raises ``ValueError`` (naming the
+            field) for a saved loop state the loop cannot take; a checkpoint
+            it refuses is a :class:`CheckpointError` naming the checkpoint,
+            raised before any variable is assigned (so :meth:`restore_latest`
+            falls back to the one before, as past a damaged file).
         loop_files: A callable returning ``None`` (nothing to write) or a
             function that writes the loop's own files into a folder; called
             at each save before `loop_state` (so that the state can name what
@@ -209,16 +215,17 @@ class CheckpointSaver:
                  max_to_keep: int | None = None, durable: bool = True,
                  asynchronous: bool = False, save_meta: bool = True, strict: bool = False,
                  loop_state: Callable[[], Any] | None = None, keep: Any = None,
-                 loop_files: Callable[[], Callable[[str], Any] | None] | None = None):
+                 loop_files: Callable[[], Callable[[str], Any] | None] | None = None,
+                 loop_state_check: Callable[[Any], Any] | None = None):
         asynchronous = check_bool(asynchronous, 'asynchronous')
         self._save_meta = check_bool(save_meta, 'save_meta')
         self._strict = check_bool(strict, 'strict')
-        if loop_state is not None and not callable(loop_state):
-            raise TypeError(f'`loop_state` must be a callable or None, got {loop_state!r}')
-        self._loop_state = loop_state
-        if loop_files is not None and not callable(loop_files):
-            raise TypeError(f'`loop_files` must be a callable or None, got {loop_files!r}')
-        self._loop_files = loop_files
+        for name, hook in (('loop_state', loop_state), ('loop_files', loop_files),
+                           ('loop_state_check', loop_state_check)):
+            if hook is not None and not callable(hook):
+                raise TypeError(f'`{name}` must be a callable or None, got {hook!r}')
+        self._loop_state, self._loop_files = loop_state, loop_files
+        self._loop_state_check = loop_state_check
         self._staging_ready = False
         self._kept_loop_files: dict[str, str] = {}   # checkpoint URL -> its loop files
         self._variables = normalize_variables(variables, 'variables')
@@ -680,6 +687,7 @@ class CheckpointSaver:
                       trust_pickle: bool) -> dict[str, Any]:
         """:meth:`restore` from the local folder `local` (`path`, in messages)."""
         saved = state_format.read_state(local, trust_pickle=trust_pickle)
+        self._check_loop_state(path, saved['objects'].get(LOOP_STATE_KEY))
         var_dict = self._variable_dict()
         prefix = os.path.join(local, VARS_PREFIX)
         saved_shapes: dict[str, list[int]] = {}
@@ -691,7 +699,7 @@ class CheckpointSaver:
                     f'Cannot read the variables of checkpoint {path!r}: {e}') from e
         if not self._strict:   # restore the subset that is registered
             saved_shapes = {k: v for k, v in saved_shapes.items() if k in var_dict}
-        self._check_match(path, var_dict, saved_shapes, self._labels,
+        check_restore_match(path, var_dict, saved_shapes, self._labels,
                           saved.get('variables') or {})
         missing = [k for k, obj in self._objects.items()
                    if isinstance(obj, CheckpointSavableObject) and k not in saved['objects']]
@@ -708,35 +716,15 @@ class CheckpointSaver:
                 obj.set_state(saved['objects'][key])
         return saved['objects']
 
-    @staticmethod
-    def _check_match(path: str, var_dict: dict[str, tf.Variable],
-                     saved_shapes: dict[str, list[int]], labels: dict[str, str],
-                     saved_labels: dict[str, str]) -> None:
-        def named(keys: list[str], names: dict[str, str]) -> list[str]:
-            return [k if names.get(k, k) == k else f'{k} ({names[k]})' for k in keys]
-
-        problems = []
-        missing = sorted(set(var_dict) - set(saved_shapes))
-        if missing:
-            problems.append(f'missing from the checkpoint: {named(missing, labels)}')
-        unexpected = sorted(set(saved_shapes) - set(var_dict))
-        if unexpected:
-            problems.append(
-                f'in the checkpoint but not among the variables to restore: '
-                f'{named(unexpected, saved_labels)} (a Keras optimizer creates its variables '
-                f'on its first step or `optimizer.build(model.trainable_variables)`)')
-        mismatched = []
-        for key in sorted(set(var_dict) & set(saved_shapes)):
-            shape = var_dict[key].shape
-            want = tuple(saved_shapes[key])
-            if shape.rank is not None and tuple(shape.as_list()) != want:
-                mismatched.append(
-                    f'{named([key], labels)[0]}: {tuple(shape.as_list())} vs saved {want}')
-        if mismatched:
-            problems.append(f'shapes differ: {mismatched}')
-        if problems:
-            raise ValueError(
-                f'The checkpoint {path!r} does not match the variables: ' + '; '.join(problems))
+    def _check_loop_state(self, path: str, saved: Any) -> None:
+        """Refuse the checkpoint `path` if `loop_state_check` refuses its loop state
+        (none at all: the restorer says so)."""
+        try:
+            if self._loop_state_check is not None and isinstance(saved, dict) and 'loop' in saved:
+                self._loop_state_check(saved['loop'])
+        except ValueError as e:
+            raise CheckpointError(f'The checkpoint {path!r} holds a loop state that cannot be '
+                                  f'loaded: {e}') from e
 
     def restore_latest(self, ignore_non_exist: bool = False, session: Any = None,
                        trust_pickle: bool = False) -> tuple[str, dict] | None:

@@ -50,7 +50,7 @@ import numpy as np
 import tensorflow as tf
 
 from .state_format import CheckpointError, has_state, read_state
-from ...storage import is_url, resolve
+from ...storage import check_bucket, is_url, resolve
 from .store import CheckpointStore
 
 __all__ = ['Source', 'BundleSource', 'KerasH5Source', 'open_source', 'open_tfsnippet',
@@ -371,7 +371,7 @@ def open_source(path: str | os.PathLike[str], trust_pickle: bool = False) -> Sou
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f'`source` must be a path (str or os.PathLike), got {path!r}')
-    if is_url(os.fsdecode(os.fspath(path))):
+    if is_url(os.fsdecode(os.fspath(path)), argument='source'):
         return _open_url(os.fsdecode(os.fspath(path)), trust_pickle)
     path = os.path.abspath(os.fsdecode(os.fspath(path)))
     expected = ('a tfsnippet checkpoint, a tf.train.Checkpoint or TF1 Saver checkpoint '
@@ -424,6 +424,7 @@ class _FetchedSource:
 def _open_url(url: str, trust_pickle: bool) -> Source:
     """Download what `url` names (as :func:`open_source` reads a local path) and open it."""
     location = resolve(url, argument='source')
+    check_bucket(location, 'source')   # a missing bucket, refused credentials: one message
     tmp = tempfile.TemporaryDirectory(prefix='tfsnippet-source-')
     try:
         local, shown = _fetch(location, tmp.name)

@@ -369,14 +369,18 @@ def decode_state(data: bytes | Any, source: str = 'the state') -> dict[str, Any]
         CheckpointError: It is not a state file of a version this tfsnippet reads.
     """
     try:
-        with np.load(io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data,
-                     allow_pickle=False) as npz:
-            if not isinstance(npz, np.lib.npyio.NpzFile) or _STRUCTURE not in npz.files:
+        stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data
+        start = stream.read(4)
+        stream.seek(-len(start), io.SEEK_CUR)
+        if start[:2] != b'PK':   # else NumPy would try it as a pickle, and say so
+            raise ValueError(f'it is not a .npz archive (it starts with {start!r})')
+        with np.load(stream, allow_pickle=False) as npz:
+            if _STRUCTURE not in npz.files:
                 raise ValueError(f'it is not a .npz archive with a {_STRUCTURE!r} member')
-            header = npz[_STRUCTURE]
+            header = _member(npz, _STRUCTURE)
             if header.dtype != np.uint8 or header.ndim != 1:
                 raise ValueError(f'its {_STRUCTURE!r} member is not a 1-D uint8 array')
-            arrays = {name: npz[name] for name in npz.files if name != _STRUCTURE}
+            arrays = {name: _member(npz, name) for name in npz.files if name != _STRUCTURE}
         saved = json.loads(header.tobytes().decode('utf-8'))
         if not isinstance(saved, dict) or saved.get('format') != FORMAT_NAME:
             raise ValueError(f'its structure is not a {FORMAT_NAME!r}')
@@ -394,6 +398,17 @@ def decode_state(data: bytes | Any, source: str = 'the state') -> dict[str, Any]
         raise
     except Exception as e:
         raise CheckpointError(f'Cannot read the checkpoint state {source}: {e}') from e
+
+
+def _member(npz: Any, name: str) -> np.ndarray:
+    """The member `name` of a state file, never unpickled."""
+    try:
+        return npz[name]
+    except ValueError as e:
+        if 'allow_pickle' not in str(e):
+            raise
+        raise ValueError(f'its member {name!r} holds pickled objects, which a state never '
+                         f'holds (not loaded)') from None
 
 
 def _rebuild(value: Any, hook: Any) -> Any:

@@ -130,6 +130,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...storage import is_url
 from .policies import KeepPolicy, Retention
 
 __all__ = ['CheckpointStore', 'INDEX_FILE', 'MARKER_FILE', 'TMP_PREFIX']
@@ -269,6 +270,10 @@ class CheckpointStore(StoreSettings):
                  keep: KeepPolicy | list[KeepPolicy] | None = None):
         if not isinstance(save_dir, (str, os.PathLike)) or not os.fspath(save_dir):
             raise TypeError(f'`save_dir` must be a directory path, got {save_dir!r}')
+        if is_url(save_dir, argument='save_dir'):   # a malformed URL is refused there too
+            raise ValueError(f'`save_dir` must be a local directory for a CheckpointStore, got '
+                             f'the URL {os.fspath(save_dir)!r}: use an ObjectCheckpointStore '
+                             f'for a URL')
         super().__init__(filename, max_to_keep, durable, keep)
         self._save_dir = os.path.abspath(os.fspath(save_dir))
         self._name_re = re.compile(re.escape(filename) + r'-(\d+)')

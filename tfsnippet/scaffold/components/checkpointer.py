@@ -153,7 +153,7 @@ class Checkpointer(LoopComponent):
         if not isinstance(restore, (bool, str, os.PathLike)):
             raise TypeError(
                 f'`restore_checkpoint` must be True, False or a checkpoint path, got {restore!r}')
-        if not isinstance(restore, bool) and is_url(os.fspath(restore)):
+        if not isinstance(restore, bool) and is_url(restore, argument='restore_checkpoint'):
             if self._location.is_local:
                 raise ValueError(f'`restore_checkpoint` {restore!r} is a URL: it must be a '
                                  f'checkpoint of the loop\'s own `checkpoint_dir` on that store')
@@ -497,7 +497,8 @@ class Checkpointer(LoopComponent):
         self._saver = CheckpointSaver(
             variables, self._save_dir(), objects=self._objects,
             keep=self._keep, asynchronous=self._async, loop_state=loop.state_dict,
-            loop_files=loop.progress.datasets.writer, strict=True)
+            loop_files=loop.progress.datasets.writer, loop_state_check=loop.check_state_dict,
+            strict=True)
         self._async_stats = self._saver.async_stats
         if loop.is_chief:   # the other workers only read
             self._saver.remove_stale_temporaries()

@@ -84,7 +84,7 @@ class SummaryLogger(LoopComponent, MetricSink):
         self._stream = stream
         if graph is not None and not hasattr(graph, 'as_graph_def'):
             raise TypeError(f'`summary_graph` must be a tf.Graph, got {graph!r}')
-        if summary_dir is not None and is_url(summary_dir):
+        if summary_dir is not None and is_url(summary_dir, argument='summary_dir'):
             # an unknown protocol or a missing package fails here, never a local folder
             resolve(summary_dir, argument='summary_dir')
         self._summary_dir = summary_dir

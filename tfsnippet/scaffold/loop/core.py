@@ -12,6 +12,7 @@ from ...backend.decisions import Decisions
 from ...backend.local import LocalBackend
 from ...utils.concepts import DisposableContext
 from ...utils.events import EventSource
+from ...utils.text import typed_repr
 from ...tfops.tf_vars import normalize_variables
 from ..components.base import LoopComponent
 from ..checkpoint.restore import restore_loop
@@ -22,7 +23,7 @@ from . import facades, reporting
 from .build import DEFAULT_SUMMARY_SKIP_PATTERN, build_components
 from .distribution import LoopDistribution, attach_distribution, check_strategy_args
 from .iteration import LoopIteration
-from .progress import LoopProgress, check_limit
+from .progress import LoopProgress, check_limit, check_state_field
 from .registry import C, LoopComponents
 from .reporting import LoopMetrics
 
@@ -266,6 +267,27 @@ class TrainLoop(DisposableContext):
         state['stop_reason'] = self._iter.stop_reason if self._iter.stop_requested else None
         state['components'] = self._components.state_dict()
         return state
+
+    def check_state_dict(self, state: Any) -> None:
+        """Check that :meth:`load_state_dict` can take `state` (a checkpoint's), changing
+        nothing: a checkpoint whose loop state it refuses is skipped on resume as a
+        damaged one is.
+
+        Raises:
+            ValueError: A field is missing or of the wrong type (the message names it).
+        """
+        if not isinstance(state, Mapping):
+            raise ValueError(f'the loop state must be a dict, got {typed_repr(state)}')
+        self._progress.check_state_dict(state)
+        check_state_field(state, 'best_valid_metric', 'number', required=True)
+        check_state_field(state, 'stop_reason', 'str')
+        check_state_field(state, 'components', 'dict')
+        check_state_field(state, 'valid_monitor', 'dict')
+        monitor = state.get('valid_monitor')
+        if monitor is not None:
+            check_state_field(monitor, 'best', 'number', required=True, within='valid_monitor')
+            check_state_field(monitor, 'wait', 'count', required=True, nullable=False,
+                              within='valid_monitor')
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Put back a state from :meth:`state_dict`, before any epoch is opened

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,10 +13,11 @@ import tensorflow as tf
 from ...dataflows import DataFlow, ExtraInfoDataFlow
 from ...tfops.session import get_default_session_or_error
 from ...tfops.tf_vars import is_variable
+from ...utils.text import typed_repr
 from ...utils.validation import check_positive_int
 from .tfdata import DatasetPositions
 
-__all__ = ['LoopProgress', 'check_limit']
+__all__ = ['LoopProgress', 'check_limit', 'check_state_field']
 
 
 def check_limit(name: str, value: Any) -> int | None:
@@ -25,6 +27,42 @@ def check_limit(name: str, value: Any) -> int | None:
                  else get_default_session_or_error().run(value))
         value = value.item() if isinstance(value, np.ndarray) and value.shape == () else value
     return check_positive_int(value, name, allow_none=True)
+
+
+def check_state_field(state: Mapping[str, Any], name: str, kind: str, required: bool = False,
+                      nullable: bool = True, within: str = '') -> None:
+    """Check the field `name` of a saved state: of `kind` (``'count'``, an int
+    >= 0; ``'number'``; ``'str'``; ``'list'``; ``'dict'``), or ``None`` if
+    `nullable`; missing only if not `required`.  Messages call it
+    ``<within>.<name>`` when `within` names the dict `state` is a field of.
+
+    Raises:
+        ValueError: The field is missing or of another type; the message names
+            it and shows what it holds.
+    """
+    label = f'{within}.{name}' if within else name
+    if name not in state:
+        if required:
+            raise ValueError(f'`{label}` is missing (it holds {sorted(state)})')
+        return
+    value = state[name]
+    if value is None and nullable:
+        return
+    if kind == 'count':
+        ok = (isinstance(value, numbers.Integral) and not isinstance(value, bool)
+              and int(value) >= 0)
+        expected = 'an int >= 0'
+    elif kind == 'number':
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        expected = 'a number'
+    else:
+        types: dict[str, type | tuple[type, ...]] = {'str': str, 'list': (list, tuple),
+                                                     'dict': dict}
+        ok = isinstance(value, types[kind])
+        expected = f'a {kind}'
+    if not ok:
+        raise ValueError(f'`{label}` must be {expected}{" or None" if nullable else ""}, '
+                         f'got {typed_repr(value)}')
 
 
 @dataclass
@@ -174,6 +212,17 @@ class LoopProgress:
                 'epoch_steps': self.step - self.epoch_first_step if in_epoch else None,
                 'dataflows': [f.state_dict() if f.is_resumable else None for f in flows],
                 'datasets': self.datasets.state_dict()}
+
+    @staticmethod
+    def check_state_dict(state: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` naming the field of `state` that :meth:`load_state_dict`
+        cannot take (changing nothing)."""
+        check_state_field(state, 'epoch', 'count', required=True, nullable=False)
+        check_state_field(state, 'step', 'count', required=True, nullable=False)
+        check_state_field(state, 'steps_per_epoch', 'number')
+        check_state_field(state, 'epoch_steps', 'count')
+        check_state_field(state, 'dataflows', 'list')
+        check_state_field(state, 'datasets', 'list')
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Put back a state from :meth:`state_dict`."""
