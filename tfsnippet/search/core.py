@@ -20,6 +20,7 @@ import optuna
 from ..experiment.store import ResultsStore, RunRow
 from ..utils.status import RunPruned
 from ..utils.text import close_matches_hint, typed_repr
+from .processes import RunLock
 from .space import Dimension, describe_space
 
 __all__ = ['TrialPruned', 'DEFINITION_ATTR', 'TRIAL_ATTR', 'JOURNAL_SUFFIX',
@@ -212,12 +213,16 @@ def missing_metric_error(row: RunRow, metric: str) -> RuntimeError:
 
 # ------------------------------------------------------------------ the runner
 class TrialJob:
-    """One trial to run: new, or a resumed one (the same trial and run)."""
+    """One trial to run: new, or a resumed one (the same trial and run), and the
+    :class:`~tfsnippet.search.processes.RunLock` of its run, held while it runs (a
+    trial's process inherits it through ``lock.pass_fds()``)."""
 
-    def __init__(self, trial: optuna.Trial, run_id: str, resumed: bool):
+    def __init__(self, trial: optuna.Trial, run_id: str, resumed: bool,
+                 lock: RunLock | None = None):
         self.trial = trial
         self.run_id = run_id
         self.resumed = resumed
+        self.lock = lock
 
     @property
     def number(self) -> int:
@@ -230,8 +235,9 @@ class TrialRunner:
     ('preempted', error)`.
 
     Trials left running by a process that is gone (killed, preempted) are resumed
-    first, as the same trials; new ones are asked while the study has fewer than
-    `n_trials`.  A preempted trial is left running (the next run resumes it) and
+    first, as the same trials, unless their run's lock is still held (a trial's
+    process that outlived its search): such a trial is left to that process.  New
+    trials are asked while the study has fewer than `n_trials`.  A preempted trial is left running (the next run resumes it) and
     no new trial starts after it; a failed one is told failed.
     """
 
@@ -245,6 +251,8 @@ class TrialRunner:
         self._errors: list[BaseException] = []
         self._token = uuid.uuid4().hex
         self._owner = {'host': socket.gethostname(), 'pid': os.getpid(), 'token': self._token}
+        # the run locks of the trials to resume, taken when they were found stale
+        self._locks: dict[int, RunLock] = {}
 
     def _trial_by_number(self, number: int) -> optuna.Trial:
         study_id = self.storage.get_study_id_from_name(self.study.study_name)
@@ -275,6 +283,27 @@ class TrialRunner:
         except (KeyError, ValueError, OSError):
             return False
 
+    def _lock_free(self, frozen: optuna.trial.FrozenTrial) -> bool:
+        """Take the run lock of a stale trial (kept until it runs); ``False``, said, when
+        a live process holds it: a trial's process that outlived its search."""
+        lock = RunLock(self.root, run_id_of(self.study.study_name, frozen.number))
+        if lock.acquire():
+            self._locks[frozen.number] = lock
+            return True
+        holder = lock.holder()
+        self.log(f'[search] trial {frozen.number} is still run by '
+                 f'{"a live process" if holder is None else f"process {holder}"} (its run\'s '
+                 f'lock {lock.path} is held): not resumed')
+        return False
+
+    def _take_lock(self, number: int) -> RunLock:
+        lock = RunLock(self.root, run_id_of(self.study.study_name, number))
+        if not lock.acquire():
+            raise RuntimeError(f'The run lock {lock.path} of the new trial {number} is held by '
+                               f'process {lock.holder()}: is another search writing runs of '
+                               f'study {self.study.study_name!r} under {self.root!r}?')
+        return lock
+
     def run(self, n_trials: int, n_jobs: int, run_one: Callable[[TrialJob], tuple[str, Any]],
             suggest: Callable[[optuna.Trial], dict[str, Any]]) -> None:
         with _live_lock:
@@ -282,7 +311,7 @@ class TrialRunner:
         try:
             running = self.study.get_trials(deepcopy=False,
                                             states=(optuna.trial.TrialState.RUNNING,))
-            resume = [t.number for t in running if self._is_stale(t)]
+            resume = [t.number for t in running if self._is_stale(t) and self._lock_free(t)]
             others = len(running) - len(resume)
             done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED,
                     optuna.trial.TrialState.FAIL)
@@ -304,9 +333,10 @@ class TrialRunner:
                     else:
                         trial, resumed = self._trial_by_number(number), True
                     run_id = run_id_of(self.study.study_name, trial.number)
+                    lock = self._locks.pop(trial.number, None) or self._take_lock(trial.number)
                     trial.set_user_attr(TRIAL_ATTR, {'run_id': run_id, **self._owner})
                     suggest(trial)
-                    return TrialJob(trial, run_id, resumed)
+                    return TrialJob(trial, run_id, resumed, lock)
 
             def worker() -> None:
                 while True:
@@ -331,6 +361,9 @@ class TrialRunner:
         finally:
             with _live_lock:
                 _LIVE_OWNERS.discard(self._token)
+            for lock in self._locks.values():   # trials to resume that did not run
+                lock.release()
+            self._locks.clear()
         if self._stop is not None:
             raise self._stop
 
@@ -344,6 +377,9 @@ class TrialRunner:
             state, value = run_one(job)
         except BaseException as e:  # noqa: BLE001 - the trial fails, the caller sees it
             state, value = 'error', e
+        finally:
+            if job.lock is not None:
+                job.lock.release()
         number = job.number
         if state == 'complete':
             self.study.tell(number, value)
