@@ -18,7 +18,7 @@ __all__ = ['main', 'plugin_from_env']
 
 
 def plugin_from_env(environ: dict[str, str] | None = None) -> object:
-    """The :class:`~tfsnippet.search.trial.TrialPlugin` the variables describe.
+    """The :class:`~tfsnippet.search.plugin.TrialPlugin` the variables describe.
 
     Raises:
         ValueError: A variable is missing or malformed.
@@ -26,7 +26,7 @@ def plugin_from_env(environ: dict[str, str] | None = None) -> object:
     from ..distributed import cluster_info
     from .core import (ENV_METRIC, ENV_PRUNER, ENV_ROOT, ENV_RUN, ENV_STORAGE, ENV_STUDY,
                        ENV_TRIAL, make_pruner, open_storage)
-    from .trial import TrialPlugin
+    from .plugin import TrialPlugin
     env = os.environ if environ is None else environ
     missing = [k for k in (ENV_STUDY, ENV_STORAGE, ENV_TRIAL, ENV_ROOT, ENV_RUN, ENV_METRIC)
                if not env.get(k)]

@@ -15,7 +15,8 @@ from ..experiment.store import ResultsStore
 from ..utils.status import PREEMPTED_EXIT_CODE
 from .core import (ENV_METRIC, ENV_PRUNER, ENV_ROOT, ENV_RUN, ENV_STORAGE, ENV_STUDY, ENV_TRIAL,
                    TrialJob, TrialRunner, check_definition, local_root, make_pruner,
-                   missing_metric_error, open_storage, open_study, run_id_of, trial_value)
+                   missing_metric_error, open_storage, open_study, run_id_of, seeded_sampler,
+                   trial_value)
 from .processes import end_with_parent
 from .space import Dimension, override_args, parse_space_arg
 
@@ -66,7 +67,10 @@ def _parser() -> argparse.ArgumentParser:
                         'file (default: <root>/<study>.optuna-journal)')
     parser.add_argument('--pruner', default='median', help='median[:WARMUP_STEPS[:STARTUP_'
                         'TRIALS]], hyperband, halving or none (default: median)')
-    parser.add_argument('--seed', type=int, default=None, help="the TPE sampler's seed")
+    parser.add_argument('--seed', type=int, default=None,
+                        help="the TPE sampler's seed; a continued study's sampler is seeded "
+                             "with SEED + the number of trials it has, so that it draws new "
+                             "points")
     parser.add_argument('command', nargs=argparse.REMAINDER,
                         help='-- SCRIPT [ARGS...]: the script of a trial and its arguments')
     return parser
@@ -154,10 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         root = local_root(args.root, '--root')
     except (TypeError, ValueError) as e:
         parser.error(str(e))
-    import optuna
     storage, spec = open_storage(args.storage, root, args.study)
     assert spec is not None
-    sampler = optuna.samplers.TPESampler(seed=args.seed) if args.seed is not None else None
+    sampler = seeded_sampler(args.seed, storage, args.study) if args.seed is not None else None
     try:
         study = open_study(args.study, storage, args.metric, args.direction, space,
                            sampler=sampler)

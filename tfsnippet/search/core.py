@@ -26,7 +26,7 @@ from .space import Dimension, describe_space
 __all__ = ['TrialPruned', 'DEFINITION_ATTR', 'TRIAL_ATTR', 'JOURNAL_SUFFIX',
            'open_storage', 'open_study', 'run_id_of', 'trial_value', 'TrialJob', 'TrialRunner',
            'ENV_STUDY', 'ENV_STORAGE', 'ENV_TRIAL', 'ENV_ROOT', 'ENV_RUN', 'ENV_METRIC',
-           'ENV_PRUNER', 'make_pruner']
+           'ENV_PRUNER', 'make_pruner', 'seeded_sampler']
 
 #: The study user attribute holding the search's definition (metric, direction, space).
 DEFINITION_ATTR = 'tfsnippet.search'
@@ -125,6 +125,26 @@ def make_pruner(spec: str | None) -> Any:
             return pruners[kind]()
     raise ValueError(f'`--pruner` must be median[:WARMUP_STEPS[:STARTUP_TRIALS]], hyperband, '
                      f'halving or none, got {spec!r}')
+
+
+def seeded_sampler(seed: Any, storage: Any, study: str) -> optuna.samplers.TPESampler:
+    """A TPE sampler for study `study` seeded with ``seed + the number of trials it has``.
+
+    A sampler seeded alike in each process would draw the points of the study's
+    first trials again each time the search is run again (after a preemption,
+    say); the trials already there move the seed, so a continued study draws
+    new points, and the same history gives the same points.
+
+    Raises:
+        TypeError: `seed` is not an int.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f'`seed` must be an int, got {typed_repr(seed)}')
+    try:
+        done = storage.get_n_trials(storage.get_study_id_from_name(study))
+    except KeyError:   # a new study
+        done = 0
+    return optuna.samplers.TPESampler(seed=seed + done)
 
 
 def check_definition(metric: Any, direction: Any) -> None:
