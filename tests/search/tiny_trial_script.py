@@ -2,8 +2,10 @@
 
 With ``HANG_PIDFILE`` set, it writes its process id there and waits for a
 signal (a long trial).  With ``NO_RUN`` set, it exits at once, recording no
-run (the trial fails; its parameters were drawn all the same).  Otherwise its
-run records ``valid_loss = lr``.
+run (the trial fails; its parameters were drawn all the same).  With ``LOOP``
+set, a TrainLoop (no TensorFlow op) collects ``valid_loss = lr`` for two
+epochs, and is pruned as the search's pruner says.  Otherwise its run records
+``valid_loss = lr``.
 """
 
 import os
@@ -22,4 +24,11 @@ elif not os.environ.get('NO_RUN'):
         lr = 0.1
 
     with spt.Experiment(TinyConfig, root='not-the-search-root') as exp:
-        exp.results.update(valid_loss=exp.config.lr)
+        if os.environ.get('LOOP'):
+            with spt.TrainLoop([], max_epoch=2) as loop:
+                for _ in loop.iter_epochs():
+                    for _ in loop.iter_steps(range(2)):
+                        loop.collect_metrics(loss=exp.config.lr)
+                    loop.collect_metrics(valid_loss=exp.config.lr)
+        else:
+            exp.results.update(valid_loss=exp.config.lr)

@@ -5,7 +5,9 @@
 (see :func:`~tfsnippet.experiment.experiment.add_run_plugin`), so that the
 script's own ``spt.Experiment`` records the trial's run under the search's
 root and its first TrainLoop reports to the trial, then runs the script as
-``__main__``.  Only the chief of a multi-worker trial opens the study.
+``__main__``.  Only the chief of a multi-worker trial opens the study.  A
+pruned trial ends with exit status 0 and no traceback (its loop printed the
+line ``Trial N pruned at epoch E, step S (METRIC = V)``).
 """
 
 from __future__ import annotations
@@ -57,11 +59,17 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
         raise SystemExit('usage: python -m tfsnippet.search.child SCRIPT [ARGS...]')
+    from .core import TrialPruned
     add_run_plugin(plugin_from_env())
     script = os.path.abspath(args[0])
     sys.argv = [script, *args[1:]]
     sys.path.insert(0, os.path.dirname(script))
-    runpy.run_path(script, run_name='__main__')
+    try:
+        runpy.run_path(script, run_name='__main__')
+    except TrialPruned:
+        # not a crash: the loop said so in one line, the run's status is 'pruned', and the
+        # search reads it back and says so too; no traceback
+        pass
 
 
 if __name__ == '__main__':

@@ -223,7 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def suggest(trial: Any) -> dict[str, Any]:
         return {name: dim.suggest(trial, name) for name, dim in space.items()}
 
-    runner = TrialRunner(study, storage, root, lambda line: print(line, flush=True))
+    runner = TrialRunner(study, storage, root, lambda line: print(line, flush=True),
+                         args.metric)
     try:
         runner.run(args.trials, args.jobs, run_one, suggest)
     except SystemExit as e:

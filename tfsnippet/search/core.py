@@ -261,8 +261,10 @@ class TrialRunner:
     no new trial starts after it; a failed one is told failed.
     """
 
-    def __init__(self, study: optuna.Study, storage: Any, root: str, log: Callable[[str], Any]):
+    def __init__(self, study: optuna.Study, storage: Any, root: str, log: Callable[[str], Any],
+                 metric: str = 'value'):
         self.study = study
+        self.metric = metric
         self.storage = storage
         self.root = root
         self.log = log
@@ -387,6 +389,16 @@ class TrialRunner:
         if self._stop is not None:
             raise self._stop
 
+    def _last_report(self, number: int) -> str:
+        """`` at epoch E: METRIC = V``, the trial's last report (its loop reports each epoch)."""
+        study_id = self.storage.get_study_id_from_name(self.study.study_name)
+        trial_id = self.storage.get_trial_id_from_study_id_trial_number(study_id, number)
+        reports = self.storage.get_trial(trial_id).intermediate_values
+        if not reports:
+            return ''
+        step = max(reports)
+        return f' at epoch {step}: {self.metric} = {reports[step]:.6g}'
+
     def _fail_all(self, error: BaseException) -> None:
         with self._lock:
             if self._stop is None:
@@ -406,7 +418,7 @@ class TrialRunner:
             self.log(f'[search] trial {number} ({job.run_id}) complete: {value:.6g}')
         elif state == 'pruned':
             self.study.tell(number, state=optuna.trial.TrialState.PRUNED)
-            self.log(f'[search] trial {number} ({job.run_id}) pruned')
+            self.log(f'[search] trial {number} ({job.run_id}) pruned{self._last_report(number)}')
         elif state == 'preempted':
             self.log(f'[search] trial {number} ({job.run_id}) preempted: left running, the '
                      f'next run of the search resumes it from its checkpoint')

@@ -189,7 +189,7 @@ class Search:
         kwargs = dict(self._experiment_kwargs)
         if n_jobs > 1:
             kwargs.setdefault('tee', False)
-        runner = TrialRunner(self._study, self._storage, self._root, print)
+        runner = TrialRunner(self._study, self._storage, self._root, print, self._metric)
 
         def run_one(job: TrialJob) -> tuple[str, Any]:
             return self._run_trial(job, train, kwargs, catch)
