@@ -257,8 +257,9 @@ class TrialRunner:
     Trials left running by a process that is gone (killed, preempted) are resumed
     first, as the same trials, unless their run's lock is still held (a trial's
     process that outlived its search): such a trial is left to that process.  New
-    trials are asked while the study has fewer than `n_trials`.  A preempted trial is left running (the next run resumes it) and
-    no new trial starts after it; a failed one is told failed.
+    trials are asked while the study has fewer than `n_trials`.  A preempted trial
+    is left running (the next run resumes it) and no new trial starts after it; a
+    failed one is told failed.  `metric` names the reported values in the log.
     """
 
     def __init__(self, study: optuna.Study, storage: Any, root: str, log: Callable[[str], Any],
