@@ -39,9 +39,9 @@ def test_pruned_trial_prints_one_line_and_no_traceback(tmp_path):
     trial = optuna.load_study(study_name='p', storage=storage).trials[1]
     assert trial.state.name == 'PRUNED'
     lr = trial.params['lr']
+    assert 'Traceback' not in out and 'TrialPruned' not in out, out
     assert f'Trial 1 pruned at epoch 1, step 2 (valid_loss = {lr:.6g})' in done.stdout
     assert f'[search] trial 1 (p-t0001) pruned at epoch 1: valid_loss = {lr:.6g}' \
         in done.stdout
-    assert 'Traceback' not in out and 'TrialPruned' not in out, out
     row, = spt.results.query(root)
     assert (row.run_id, row.status, row.epoch) == ('p-t0001', 'pruned', 1)
