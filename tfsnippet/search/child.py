@@ -5,7 +5,9 @@
 (see :func:`~tfsnippet.experiment.experiment.add_run_plugin`), so that the
 script's own ``spt.Experiment`` records the trial's run under the search's
 root and its first TrainLoop reports to the trial, then runs the script as
-``__main__``.  Only the chief of a multi-worker trial opens the study.
+``__main__``.  Only the chief of a multi-worker trial opens the study.  A
+pruned trial ends with exit status 0 and no traceback (its loop printed the
+line ``Trial N pruned at epoch E, step S (METRIC = V)``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ __all__ = ['main', 'plugin_from_env']
 
 
 def plugin_from_env(environ: dict[str, str] | None = None) -> object:
-    """The :class:`~tfsnippet.search.trial.TrialPlugin` the variables describe.
+    """The :class:`~tfsnippet.search.plugin.TrialPlugin` the variables describe.
 
     Raises:
         ValueError: A variable is missing or malformed.
@@ -26,7 +28,7 @@ def plugin_from_env(environ: dict[str, str] | None = None) -> object:
     from ..distributed import cluster_info
     from .core import (ENV_METRIC, ENV_PRUNER, ENV_ROOT, ENV_RUN, ENV_STORAGE, ENV_STUDY,
                        ENV_TRIAL, make_pruner, open_storage)
-    from .trial import TrialPlugin
+    from .plugin import TrialPlugin
     env = os.environ if environ is None else environ
     missing = [k for k in (ENV_STUDY, ENV_STORAGE, ENV_TRIAL, ENV_ROOT, ENV_RUN, ENV_METRIC)
                if not env.get(k)]
@@ -57,11 +59,17 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
         raise SystemExit('usage: python -m tfsnippet.search.child SCRIPT [ARGS...]')
+    from .core import TrialPruned
     add_run_plugin(plugin_from_env())
     script = os.path.abspath(args[0])
     sys.argv = [script, *args[1:]]
     sys.path.insert(0, os.path.dirname(script))
-    runpy.run_path(script, run_name='__main__')
+    try:
+        runpy.run_path(script, run_name='__main__')
+    except TrialPruned:
+        # not a crash: the loop said so in one line, the run's status is 'pruned', and the
+        # search reads it back and says so too; no traceback
+        pass
 
 
 if __name__ == '__main__':

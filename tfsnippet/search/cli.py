@@ -15,7 +15,9 @@ from ..experiment.store import ResultsStore
 from ..utils.status import PREEMPTED_EXIT_CODE
 from .core import (ENV_METRIC, ENV_PRUNER, ENV_ROOT, ENV_RUN, ENV_STORAGE, ENV_STUDY, ENV_TRIAL,
                    TrialJob, TrialRunner, check_definition, local_root, make_pruner,
-                   missing_metric_error, open_storage, open_study, run_id_of, trial_value)
+                   missing_metric_error, open_storage, open_study, run_id_of, seeded_sampler,
+                   trial_value)
+from .processes import end_with_parent
 from .space import Dimension, override_args, parse_space_arg
 
 __all__ = ['main', 'USAGE_EXIT_CODE']
@@ -31,7 +33,10 @@ the script's own spt.Experiment records the trial's run <root>/<study>-tNNNN (th
 root given here, whatever the script says), its first TrainLoop reports METRIC to
 the trial each epoch and is pruned as the pruner says.  Running the same command
 again continues the study: --trials counts all its trials; trials of a search that
-was killed or preempted are resumed from their checkpoints.  A trial whose process
+was killed or preempted are resumed from their checkpoints.  A trial's process gets
+SIGTERM when the search dies, even by SIGKILL (Linux), and holds its run's lock
+(<root>/.tfsnippet-search/<run>.lock) while it lives: a trial still run by a live
+process is not resumed a second time.  A trial whose process
 exits 143 (preempted) or is killed by a signal is left running, no new trial
 starts, and the search exits 143 once the others are done: run it again.
 """
@@ -62,25 +67,33 @@ def _parser() -> argparse.ArgumentParser:
                         'file (default: <root>/<study>.optuna-journal)')
     parser.add_argument('--pruner', default='median', help='median[:WARMUP_STEPS[:STARTUP_'
                         'TRIALS]], hyperband, halving or none (default: median)')
-    parser.add_argument('--seed', type=int, default=None, help="the TPE sampler's seed")
+    parser.add_argument('--seed', type=int, default=None,
+                        help="the TPE sampler's seed; a continued study's sampler is seeded "
+                             "with SEED + the number of trials it has, so that it draws new "
+                             "points")
     parser.add_argument('command', nargs=argparse.REMAINDER,
                         help='-- SCRIPT [ARGS...]: the script of a trial and its arguments')
     return parser
 
 
 class _Processes:
-    """The trials' processes: SIGTERM to the search goes to each of them."""
+    """The trials' processes: SIGTERM to the search goes to each of them, and (on Linux) the
+    kernel sends them SIGTERM when the search dies, even by SIGKILL."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._live: set[subprocess.Popen[Any]] = set()
         self.terminated = False
 
-    def start(self, command: list[str], env: dict[str, str]) -> subprocess.Popen[Any] | None:
+    def start(self, command: list[str], env: dict[str, str],
+              pass_fds: Sequence[int] = ()) -> subprocess.Popen[Any] | None:
+        """Start a trial's process (from the thread that waits for it: the parent-death
+        signal comes when that thread ends); ``None`` once the search was terminated."""
         with self._lock:
             if self.terminated:
                 return None
-            proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
+                                    pass_fds=tuple(pass_fds), preexec_fn=end_with_parent())
             self._live.add(proc)
             return proc
 
@@ -145,10 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         root = local_root(args.root, '--root')
     except (TypeError, ValueError) as e:
         parser.error(str(e))
-    import optuna
     storage, spec = open_storage(args.storage, root, args.study)
     assert spec is not None
-    sampler = optuna.samplers.TPESampler(seed=args.seed) if args.seed is not None else None
+    sampler = seeded_sampler(args.seed, storage, args.study) if args.seed is not None else None
     try:
         study = open_study(args.study, storage, args.metric, args.direction, space,
                            sampler=sampler)
@@ -175,9 +187,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                    *override_args(params)]
         print(f'[search] trial {job.number} ({job.run_id}{", resumed" if job.resumed else ""})'
               f': {" ".join(override_args(params))}', flush=True)
-        proc = processes.start(cmd, env)
+        lock = job.lock   # the trial's process holds its run's lock too, while it lives
+        proc = processes.start(cmd, env, lock.pass_fds() if lock is not None else ())
         if proc is None:
             return 'preempted', SystemExit(PREEMPTED_EXIT_CODE)
+        if lock is not None:
+            lock.note(proc.pid)
         try:
             code = proc.wait()
         finally:
@@ -208,7 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def suggest(trial: Any) -> dict[str, Any]:
         return {name: dim.suggest(trial, name) for name, dim in space.items()}
 
-    runner = TrialRunner(study, storage, root, lambda line: print(line, flush=True))
+    runner = TrialRunner(study, storage, root, lambda line: print(line, flush=True),
+                         args.metric)
     try:
         runner.run(args.trials, args.jobs, run_one, suggest)
     except SystemExit as e:

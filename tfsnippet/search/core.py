@@ -20,12 +20,13 @@ import optuna
 from ..experiment.store import ResultsStore, RunRow
 from ..utils.status import RunPruned
 from ..utils.text import close_matches_hint, typed_repr
+from .processes import RunLock
 from .space import Dimension, describe_space
 
 __all__ = ['TrialPruned', 'DEFINITION_ATTR', 'TRIAL_ATTR', 'JOURNAL_SUFFIX',
            'open_storage', 'open_study', 'run_id_of', 'trial_value', 'TrialJob', 'TrialRunner',
            'ENV_STUDY', 'ENV_STORAGE', 'ENV_TRIAL', 'ENV_ROOT', 'ENV_RUN', 'ENV_METRIC',
-           'ENV_PRUNER', 'make_pruner']
+           'ENV_PRUNER', 'make_pruner', 'seeded_sampler']
 
 #: The study user attribute holding the search's definition (metric, direction, space).
 DEFINITION_ATTR = 'tfsnippet.search'
@@ -126,6 +127,26 @@ def make_pruner(spec: str | None) -> Any:
                      f'halving or none, got {spec!r}')
 
 
+def seeded_sampler(seed: Any, storage: Any, study: str) -> optuna.samplers.TPESampler:
+    """A TPE sampler for study `study` seeded with ``seed + the number of trials it has``.
+
+    A sampler seeded alike in each process would draw the points of the study's
+    first trials again each time the search is run again (after a preemption,
+    say); the trials already there move the seed, so a continued study draws
+    new points, and the same history gives the same points.
+
+    Raises:
+        TypeError: `seed` is not an int.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f'`seed` must be an int, got {typed_repr(seed)}')
+    try:
+        done = storage.get_n_trials(storage.get_study_id_from_name(study))
+    except KeyError:   # a new study
+        done = 0
+    return optuna.samplers.TPESampler(seed=seed + done)
+
+
 def check_definition(metric: Any, direction: Any) -> None:
     if not isinstance(metric, str) or not metric or metric != metric.strip():
         raise TypeError(f'`metric` must be the name of a metric (a non-empty str), got '
@@ -212,12 +233,16 @@ def missing_metric_error(row: RunRow, metric: str) -> RuntimeError:
 
 # ------------------------------------------------------------------ the runner
 class TrialJob:
-    """One trial to run: new, or a resumed one (the same trial and run)."""
+    """One trial to run: new, or a resumed one (the same trial and run), and the
+    :class:`~tfsnippet.search.processes.RunLock` of its run, held while it runs (a
+    trial's process inherits it through ``lock.pass_fds()``)."""
 
-    def __init__(self, trial: optuna.Trial, run_id: str, resumed: bool):
+    def __init__(self, trial: optuna.Trial, run_id: str, resumed: bool,
+                 lock: RunLock | None = None):
         self.trial = trial
         self.run_id = run_id
         self.resumed = resumed
+        self.lock = lock
 
     @property
     def number(self) -> int:
@@ -230,13 +255,17 @@ class TrialRunner:
     ('preempted', error)`.
 
     Trials left running by a process that is gone (killed, preempted) are resumed
-    first, as the same trials; new ones are asked while the study has fewer than
-    `n_trials`.  A preempted trial is left running (the next run resumes it) and
-    no new trial starts after it; a failed one is told failed.
+    first, as the same trials, unless their run's lock is still held (a trial's
+    process that outlived its search): such a trial is left to that process.  New
+    trials are asked while the study has fewer than `n_trials`.  A preempted trial
+    is left running (the next run resumes it) and no new trial starts after it; a
+    failed one is told failed.  `metric` names the reported values in the log.
     """
 
-    def __init__(self, study: optuna.Study, storage: Any, root: str, log: Callable[[str], Any]):
+    def __init__(self, study: optuna.Study, storage: Any, root: str, log: Callable[[str], Any],
+                 metric: str = 'value'):
         self.study = study
+        self.metric = metric
         self.storage = storage
         self.root = root
         self.log = log
@@ -245,6 +274,8 @@ class TrialRunner:
         self._errors: list[BaseException] = []
         self._token = uuid.uuid4().hex
         self._owner = {'host': socket.gethostname(), 'pid': os.getpid(), 'token': self._token}
+        # the run locks of the trials to resume, taken when they were found stale
+        self._locks: dict[int, RunLock] = {}
 
     def _trial_by_number(self, number: int) -> optuna.Trial:
         study_id = self.storage.get_study_id_from_name(self.study.study_name)
@@ -275,6 +306,27 @@ class TrialRunner:
         except (KeyError, ValueError, OSError):
             return False
 
+    def _lock_free(self, frozen: optuna.trial.FrozenTrial) -> bool:
+        """Take the run lock of a stale trial (kept until it runs); ``False``, said, when
+        a live process holds it: a trial's process that outlived its search."""
+        lock = RunLock(self.root, run_id_of(self.study.study_name, frozen.number))
+        if lock.acquire():
+            self._locks[frozen.number] = lock
+            return True
+        holder = lock.holder()
+        self.log(f'[search] trial {frozen.number} is still run by '
+                 f'{"a live process" if holder is None else f"process {holder}"} (its run\'s '
+                 f'lock {lock.path} is held): not resumed')
+        return False
+
+    def _take_lock(self, number: int) -> RunLock:
+        lock = RunLock(self.root, run_id_of(self.study.study_name, number))
+        if not lock.acquire():
+            raise RuntimeError(f'The run lock {lock.path} of the new trial {number} is held by '
+                               f'process {lock.holder()}: is another search writing runs of '
+                               f'study {self.study.study_name!r} under {self.root!r}?')
+        return lock
+
     def run(self, n_trials: int, n_jobs: int, run_one: Callable[[TrialJob], tuple[str, Any]],
             suggest: Callable[[optuna.Trial], dict[str, Any]]) -> None:
         with _live_lock:
@@ -282,7 +334,7 @@ class TrialRunner:
         try:
             running = self.study.get_trials(deepcopy=False,
                                             states=(optuna.trial.TrialState.RUNNING,))
-            resume = [t.number for t in running if self._is_stale(t)]
+            resume = [t.number for t in running if self._is_stale(t) and self._lock_free(t)]
             others = len(running) - len(resume)
             done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED,
                     optuna.trial.TrialState.FAIL)
@@ -304,9 +356,10 @@ class TrialRunner:
                     else:
                         trial, resumed = self._trial_by_number(number), True
                     run_id = run_id_of(self.study.study_name, trial.number)
+                    lock = self._locks.pop(trial.number, None) or self._take_lock(trial.number)
                     trial.set_user_attr(TRIAL_ATTR, {'run_id': run_id, **self._owner})
                     suggest(trial)
-                    return TrialJob(trial, run_id, resumed)
+                    return TrialJob(trial, run_id, resumed, lock)
 
             def worker() -> None:
                 while True:
@@ -331,8 +384,21 @@ class TrialRunner:
         finally:
             with _live_lock:
                 _LIVE_OWNERS.discard(self._token)
+            for lock in self._locks.values():   # trials to resume that did not run
+                lock.release()
+            self._locks.clear()
         if self._stop is not None:
             raise self._stop
+
+    def _last_report(self, number: int) -> str:
+        """`` at epoch E: METRIC = V``, the trial's last report (its loop reports each epoch)."""
+        study_id = self.storage.get_study_id_from_name(self.study.study_name)
+        trial_id = self.storage.get_trial_id_from_study_id_trial_number(study_id, number)
+        reports = self.storage.get_trial(trial_id).intermediate_values
+        if not reports:
+            return ''
+        step = max(reports)
+        return f' at epoch {step}: {self.metric} = {reports[step]:.6g}'
 
     def _fail_all(self, error: BaseException) -> None:
         with self._lock:
@@ -344,13 +410,16 @@ class TrialRunner:
             state, value = run_one(job)
         except BaseException as e:  # noqa: BLE001 - the trial fails, the caller sees it
             state, value = 'error', e
+        finally:
+            if job.lock is not None:
+                job.lock.release()
         number = job.number
         if state == 'complete':
             self.study.tell(number, value)
             self.log(f'[search] trial {number} ({job.run_id}) complete: {value:.6g}')
         elif state == 'pruned':
             self.study.tell(number, state=optuna.trial.TrialState.PRUNED)
-            self.log(f'[search] trial {number} ({job.run_id}) pruned')
+            self.log(f'[search] trial {number} ({job.run_id}) pruned{self._last_report(number)}')
         elif state == 'preempted':
             self.log(f'[search] trial {number} ({job.run_id}) preempted: left running, the '
                      f'next run of the search resumes it from its checkpoint')

@@ -17,7 +17,7 @@ from ..utils.status import PREEMPTED_EXIT_CODE
 from ..utils.text import typed_repr
 from .core import (TrialJob, TrialPruned, TrialRunner, check_definition,
                    local_root, missing_metric_error, open_storage, open_study, run_id_of,
-                   trial_value)
+                   seeded_sampler, trial_value)
 from .space import check_space, override_args
 
 __all__ = ['Search']
@@ -82,6 +82,10 @@ class Search:
         storage: ``None`` (the journal file), an Optuna storage URL
             (``'postgresql://...'``), a journal file path, or an Optuna storage.
         sampler: An Optuna sampler (Optuna's default, TPE, when ``None``).
+        seed: The seed of a TPE sampler (instead of `sampler`): it is seeded
+            with `seed` + the number of trials the study has, so that a
+            continued study draws new points, reproducibly.  (A `sampler`
+            seeded by you draws the same points each time the search runs.)
         pruner: An Optuna pruner (Optuna's default, ``MedianPruner``, when ``None``).
         args: Command-line options given to every trial before its overrides.
         experiment_kwargs: More keyword arguments of each trial's Experiment
@@ -97,7 +101,7 @@ class Search:
     def __init__(self, config_class: Any, space: Mapping[str, Any], metric: str,
                  direction: str = 'minimize', root: str | os.PathLike[str] = 'runs',
                  study: str = 'search', *, storage: Any = None, sampler: Any = None,
-                 pruner: Any = None, args: Sequence[str] = (),
+                 seed: int | None = None, pruner: Any = None, args: Sequence[str] = (),
                  experiment_kwargs: Mapping[str, Any] | None = None) -> None:
         if not is_config_class(config_class):
             raise TypeError(f'`config_class` must be a Config subclass or a dataclass, got '
@@ -124,7 +128,14 @@ class Search:
         self._root = root
         self._args = list(args)
         self._experiment_kwargs = dict(experiment_kwargs or {})
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TypeError(f'`seed` must be an int, got {typed_repr(seed)}')
+        if seed is not None and sampler is not None:
+            raise ValueError(f'Give `sampler` or `seed`, not both: `seed` seeds a TPE sampler, '
+                             f'got sampler={typed_repr(sampler)}')
         self._storage, self._storage_spec = open_storage(storage, self._root, study)
+        if seed is not None:
+            sampler = seeded_sampler(seed, self._storage, study)
         self._study = open_study(study, self._storage, metric, direction, self._space,
                                  sampler=sampler, pruner=pruner)
 
@@ -178,7 +189,7 @@ class Search:
         kwargs = dict(self._experiment_kwargs)
         if n_jobs > 1:
             kwargs.setdefault('tee', False)
-        runner = TrialRunner(self._study, self._storage, self._root, print)
+        runner = TrialRunner(self._study, self._storage, self._root, print, self._metric)
 
         def run_one(job: TrialJob) -> tuple[str, Any]:
             return self._run_trial(job, train, kwargs, catch)
@@ -192,7 +203,7 @@ class Search:
 
     def _run_trial(self, job: TrialJob, train: Callable[[Any], Any], kwargs: dict[str, Any],
                    catch: tuple[type[BaseException], ...]) -> tuple[str, Any]:
-        from .trial import TrialPlugin
+        from .plugin import TrialPlugin
         trial = job.trial
         params = {name: trial.params[name] for name in self._space}
         plugin = TrialPlugin(trial, self._study.study_name, job.number, self._metric,

@@ -1,5 +1,6 @@
 """The trial side of a search: the loop component that reports to the trial and
-prunes, and the run plugin that makes an Experiment the trial's run."""
+prunes (and, from :mod:`tfsnippet.search.plugin`, the run plugin that makes an
+Experiment the trial's run)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ..scaffold.event_keys import EventKeys
 from ..scaffold.metrics.sinks import EPOCH
 from ..utils.text import typed_repr
 from .core import TrialPruned
+from .plugin import TrialPlugin
 
 __all__ = ['TrialReporter', 'TrialPlugin']
 
@@ -99,41 +101,3 @@ class TrialReporter(LoopComponent):
 
     def on_exit(self, loop: Any, error: BaseException | None) -> None:
         self._wanted = False
-
-
-class TrialPlugin:
-    """Makes the :class:`~tfsnippet.Experiment` made in its thread the run of a trial
-    (see :func:`~tfsnippet.experiment.experiment.add_run_plugin`): it records under
-    `root` as `run_id`, with ``trial.study`` and ``trial.number`` among its recorded
-    config, and its first TrainLoop gets a :class:`TrialReporter`.
-
-    Args:
-        trial: The Optuna trial (``None`` on a worker that is not the chief).
-        study: The study's name.
-        number: The trial's number.
-        metric: The metric reported.
-        root: The root of the runs.
-        run_id: The trial's run id.
-    """
-
-    def __init__(self, trial: Any, study: str, number: int, metric: str, root: str,
-                 run_id: str) -> None:
-        self.trial = trial
-        self.study = study
-        self.number = number
-        self.metric = metric
-        self.root = root
-        self.run_id = run_id
-        self.reporter: TrialReporter | None = None
-
-    def place(self, root: Any, name: Any) -> tuple[str, str]:
-        return self.root, self.run_id
-
-    def tags(self) -> dict[str, Any]:
-        return {'trial': {'study': self.study, 'number': self.number}}
-
-    def loop_components(self, experiment: Any) -> list[Any]:
-        if self.reporter is not None:   # the first loop of the run is the trial's
-            return []
-        self.reporter = TrialReporter(self.trial, self.metric)
-        return [self.reporter]
