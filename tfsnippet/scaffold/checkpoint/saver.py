@@ -43,7 +43,7 @@ from ...tfops.var_io import assign_variables
 from . import state_format
 from .sources import VARS_PREFIX, BundleSource, tfsnippet_variables
 from .io import AsyncCheckpointWriter, AsyncSaveStats, HostBuffers, freeze_state, write_bundle
-from .state_format import CheckpointError, UntrustedCheckpointError
+from .state_format import CheckpointError, CheckpointMismatchError, UntrustedCheckpointError
 from .object_store import ObjectCheckpointStore, open_store
 from .store import TMP_PREFIX, CheckpointStore, check_step
 
@@ -715,16 +715,8 @@ class CheckpointSaver:
         def named(keys: list[str], names: dict[str, str]) -> list[str]:
             return [k if names.get(k, k) == k else f'{k} ({names[k]})' for k in keys]
 
-        problems = []
         missing = sorted(set(var_dict) - set(saved_shapes))
-        if missing:
-            problems.append(f'missing from the checkpoint: {named(missing, labels)}')
         unexpected = sorted(set(saved_shapes) - set(var_dict))
-        if unexpected:
-            problems.append(
-                f'in the checkpoint but not among the variables to restore: '
-                f'{named(unexpected, saved_labels)} (a Keras optimizer creates its variables '
-                f'on its first step or `optimizer.build(model.trainable_variables)`)')
         mismatched = []
         for key in sorted(set(var_dict) & set(saved_shapes)):
             shape = var_dict[key].shape
@@ -732,11 +724,9 @@ class CheckpointSaver:
             if shape.rank is not None and tuple(shape.as_list()) != want:
                 mismatched.append(
                     f'{named([key], labels)[0]}: {tuple(shape.as_list())} vs saved {want}')
-        if mismatched:
-            problems.append(f'shapes differ: {mismatched}')
-        if problems:
-            raise ValueError(
-                f'The checkpoint {path!r} does not match the variables: ' + '; '.join(problems))
+        if missing or unexpected or mismatched:
+            raise CheckpointMismatchError(path, named(missing, labels),
+                                          named(unexpected, saved_labels), mismatched)
 
     def restore_latest(self, ignore_non_exist: bool = False, session: Any = None,
                        trust_pickle: bool = False) -> tuple[str, dict] | None:
