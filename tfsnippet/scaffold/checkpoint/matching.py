@@ -26,7 +26,7 @@ from .sources import SOURCE_KINDS, Source, describe_source, short_list
 from .structure import match_structure, structure_paths
 
 __all__ = ['WarmStartReport', 'WarmStartEntry', 'WarmStartPlan', 'MatchRules',
-           'compile_rules', 'collect_targets', 'plan_warm_start']
+           'NothingMatchedError', 'compile_rules', 'collect_targets', 'plan_warm_start']
 
 PatternLike = str | re.Pattern[str]
 Replacement = str | Callable[[re.Match[str]], str] | None
@@ -119,6 +119,11 @@ class WarmStartReport:
             footer += f': {short_list(self.unused)}'
         lines.append(footer)
         return '\n'.join(lines)
+
+
+class NothingMatchedError(ValueError):
+    """No target of :func:`~tfsnippet.warm_start` has a value in the source (the message
+    lists names of both, to write a `mapping` from)."""
 
 
 # ---------------------------------------------------------------- the plan
@@ -220,7 +225,7 @@ def plan_warm_start(targets: Any, items: list[tuple[str, Any]], source: Source,
             f'in shape or dtype: {", ".join(problems)}; pass `skip_mismatch=True` to leave '
             f'them alone, or `exclude` them')
     if not any(e.status in ('restored', 'mismatched') for e in entries):
-        raise ValueError(_nothing_matched_message(source, entries))
+        raise NothingMatchedError(_nothing_matched_message(source, entries))
     return WarmStartPlan(tuple(entries), tuple(to_assign),
                          'structure' if structure else 'name')
 
