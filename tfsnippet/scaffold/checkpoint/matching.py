@@ -23,7 +23,8 @@ import tensorflow as tf
 
 from ...tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
 from .sources import SOURCE_KINDS, Source, describe_source, short_list
-from .structure import match_structure, structure_paths
+from .structure import (match_structure, realign_by_layer_names, structure_paths,
+                        target_layer_names)
 
 __all__ = ['WarmStartReport', 'WarmStartEntry', 'WarmStartPlan', 'MatchRules',
            'NothingMatchedError', 'compile_rules', 'collect_targets', 'plan_warm_start']
@@ -46,7 +47,8 @@ class WarmStartEntry:
             `exclude` or a mapping to ``None``), ``'mismatched'`` (the source
             value has another shape or dtype) or ``'missing'`` (the source
             has no value of that name).
-        source: The name looked up in the source, ``None`` when skipped.
+        source: The name looked up in the source, ``None`` when skipped (or
+            when matched by layer name and no layer of its name is there).
         detail: The shape restored, why it was skipped, or what differs.
     """
 
@@ -69,7 +71,11 @@ class WarmStartReport:
         unused: The source names that no target looked up.
         matched_by: ``'structure'`` when the targets (a Keras model, layer
             or ``tf.Module``) were found in the source by their object
-            structure, ``'name'`` otherwise.
+            structure; ``'layer'`` when, a layer being elsewhere in the
+            source's structure than in the target's (one inserted before
+            it), they were found by their layers' names (see
+            :mod:`~tfsnippet.scaffold.checkpoint.structure`); ``'name'``
+            otherwise.
     """
 
     source: str
@@ -108,7 +114,9 @@ class WarmStartReport:
         rows = [(e.status, e.target, '-' if e.source is None else e.source, e.detail)
                 for e in self.entries]
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-        by = ' (matched by object structure)' if self.matched_by == 'structure' else ''
+        by = {'structure': ' (matched by object structure)',
+              'layer': ' (matched by layer name: the layers are not where the source has '
+                       'them)'}.get(self.matched_by, '')
         lines = [f'Warm start from {kind} {self.source!r}{by}']
         for row in [header, tuple('-' * w for w in widths), *rows]:
             lines.append('  '.join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
@@ -157,7 +165,7 @@ class WarmStartPlan:
         entries: One :class:`WarmStartEntry` per target, in target order.
         assignments: ``(variable, storage key, the variable's dtype)`` of
             each target to restore.
-        matched_by: ``'structure'`` or ``'name'``.
+        matched_by: ``'structure'``, ``'layer'`` or ``'name'``.
     """
 
     entries: tuple[WarmStartEntry, ...]
@@ -185,10 +193,15 @@ def plan_warm_start(targets: Any, items: list[tuple[str, Any]], source: Source,
             `skip_mismatch`); or no target has a value in the source.
     """
     _check_mapping_direction(rules.mapping, [name for name, _ in items], source)
-    structure: dict[int, str] = {}
+    structure: dict[int, str | None] = {}
+    matched_by = 'name'
     if hasattr(targets, 'variables') and not isinstance(targets, (Mapping, list, tuple)):
-        structure = match_structure(structure_paths(targets, source.source_format),
-                                    source.keys)
+        by_place = match_structure(structure_paths(targets, source.source_format), source.keys)
+        by_layer = realign_by_layer_names(by_place, target_layer_names(items),
+                                          source.layer_names, _fits(items, source)) \
+            if by_place else None
+        structure = by_place if by_layer is None else by_layer
+        matched_by = 'name' if not structure else 'structure' if by_layer is None else 'layer'
 
     entries: list[WarmStartEntry] = []
     to_assign: list[tuple[Any, str, tf.DType]] = []    # (variable, storage key, its dtype)
@@ -196,7 +209,12 @@ def plan_warm_start(targets: Any, items: list[tuple[str, Any]], source: Source,
     ambiguous: list[str] = []
     for name, var in items:
         src_name, skip_reason = _source_name(name, rules.include, rules.exclude,
-                                             rules.mapping, structure.get(id(var)))
+                                             rules.mapping, structure.get(id(var), name))
+        if src_name is None and not skip_reason:   # by layer name: none of its name there
+            layer = name.split('/')[-2] if '/' in name else name
+            entries.append(WarmStartEntry(name, 'missing', None,
+                                          f'no layer {layer!r} in the source'))
+            continue
         if src_name is None:
             entries.append(WarmStartEntry(name, 'skipped', None, skip_reason))
             continue
@@ -226,8 +244,7 @@ def plan_warm_start(targets: Any, items: list[tuple[str, Any]], source: Source,
             f'them alone, or `exclude` them')
     if not any(e.status in ('restored', 'mismatched') for e in entries):
         raise NothingMatchedError(_nothing_matched_message(source, entries))
-    return WarmStartPlan(tuple(entries), tuple(to_assign),
-                         'structure' if structure else 'name')
+    return WarmStartPlan(tuple(entries), tuple(to_assign), matched_by)
 
 
 # ---------------------------------------------------------------- arguments
@@ -327,9 +344,10 @@ def _castable(target: tf.DType, source: tf.DType) -> bool:
 def _source_name(name: str, includes: list[re.Pattern[str]] | None,
                  excludes: list[re.Pattern[str]] | None,
                  rules: list[tuple[re.Pattern[str], Replacement]],
-                 default: str | None = None) -> tuple[str | None, str]:
+                 default: str | None) -> tuple[str | None, str]:
     """``(the name to look up in the source, '')``, or ``(None, why the target is skipped)``;
-    `default` (the structural match) is looked up when no rule of `mapping` matches."""
+    `default` (the structural match, or the name itself) is looked up when no rule of
+    `mapping` matches (``(None, '')`` when it is ``None``: nothing to look up)."""
     if includes is not None and not any(p.search(name) for p in includes):
         return None, 'not matched by `include`'
     if excludes is not None and any(p.search(name) for p in excludes):
@@ -339,7 +357,19 @@ def _source_name(name: str, includes: list[re.Pattern[str]] | None,
             if repl is None:
                 return None, 'mapped to None'
             return pattern.sub(repl, name), ''
-    return (name if default is None else default), ''
+    return default, ''
+
+
+def _fits(items: list[tuple[str, Any]], source: Source) -> Callable[[int, str], bool]:
+    """``fits(id(variable), source name)``: whether that value is in `source`, once, and
+    may be assigned to the variable of `items`."""
+    variables = {id(var): var for _, var in items}
+
+    def fits(key: int, name: str) -> bool:
+        keys = source.keys.get(name, [])
+        return (key in variables and len(keys) == 1 and
+                _compare(as_tf_variable(variables[key]), source, keys[0])[0] == 'restored')
+    return fits
 
 
 def _compare(tf_var: tf.Variable, src: Source, key: str) -> tuple[str, str]:

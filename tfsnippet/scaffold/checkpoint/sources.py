@@ -96,6 +96,9 @@ class Source(Protocol):
         keys: ``{name: [storage key, ...]}`` of every value.
         shapes: ``{storage key: shape}``.
         dtypes: ``{storage key: tf.DType}``.
+        layer_names: ``{name: the name of the layer holding that value}``
+            of the values whose file records it (a Keras weights file; the
+            Keras variables of a ``tf.train.Checkpoint``), else ``{}``.
     """
 
     @property
@@ -112,6 +115,9 @@ class Source(Protocol):
 
     @property
     def dtypes(self) -> Mapping[str, tf.DType]: ...
+
+    @property
+    def layer_names(self) -> Mapping[str, str]: ...
 
     def read(self, key: str) -> np.ndarray:
         """The value stored under `key`, read from the file now.
@@ -143,10 +149,12 @@ class BundleSource:
         name_of: Names a storage key (``None``: not a value, e.g. the object
             graph of a ``tf.train.Checkpoint``).
         what: Names the files in a read error (``"the checkpoint '...'"``).
+        layer_names: The source's `layer_names`.
     """
 
     def __init__(self, path: str, source_format: str, reader: Any | None,
-                 name_of: Callable[[str], str | None], what: str):
+                 name_of: Callable[[str], str | None], what: str,
+                 layer_names: Mapping[str, str] | None = None):
         self.path = path
         self.source_format = source_format
         self._reader = reader
@@ -162,6 +170,7 @@ class BundleSource:
         self.keys: Mapping[str, Sequence[str]] = keys
         self.shapes: Mapping[str, tuple[int, ...]] = {k: tuple(shape_map[k]) for k in used}
         self.dtypes: Mapping[str, tf.DType] = {k: tf.as_dtype(dtype_map[k]) for k in used}
+        self.layer_names: Mapping[str, str] = dict(layer_names or {})
 
     def read(self, key: str) -> np.ndarray:
         if self._reader is None or key not in self.shapes:
@@ -236,9 +245,28 @@ def open_tf_checkpoint(prefix: str, trust_pickle: bool = False) -> BundleSource:
         def object_name(key: str) -> str | None:
             return key[:-len(_VALUE_SUFFIX)] if key.endswith(_VALUE_SUFFIX) else None
         return BundleSource(prefix, 'tf2', reader, object_name,
-                            f'the values of checkpoint {prefix!r}')
+                            f'the values of checkpoint {prefix!r}', _tf2_layer_names(reader))
     return BundleSource(prefix, 'tf1', reader, lambda key: key,
                         f'the values of checkpoint {prefix!r}')
+
+
+def _tf2_layer_names(reader: Any) -> dict[str, str]:
+    """``{name: layer name}`` of the values of a ``tf.train.Checkpoint`` whose recorded full
+    name is a path (a Keras variable's ``model/layer/kernel``: the layer is ``layer``)."""
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    try:
+        graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
+    except Exception:  # noqa: BLE001 - an unreadable graph: values are matched without names
+        return {}
+    found = {}
+    for node in graph.nodes:
+        for attr in node.attributes:
+            parts = attr.full_name.split('/')
+            if attr.checkpoint_key.endswith(_VALUE_SUFFIX) and len(parts) >= 2:
+                found[attr.checkpoint_key[:-len(_VALUE_SUFFIX)]] = parts[-2]
+    return found
 
 
 # ---------------------------------------------------------------- Keras files
@@ -263,6 +291,7 @@ class KerasH5Source:
         keys: dict[str, list[str]] = {}
         shapes: dict[str, tuple[int, ...]] = {}
         dtypes: dict[str, tf.DType] = {}
+        layer_names: dict[str, str] = {}
 
         def visit(key: str, obj: Any) -> None:
             if not isinstance(obj, h5py.Dataset):
@@ -275,6 +304,11 @@ class KerasH5Source:
             keys.setdefault(name, []).append(key)
             shapes[key] = tuple(int(d) for d in obj.shape)
             dtypes[key] = dtype
+            layer = obj.parent.attrs.get('name')   # Keras 3 records each layer's name
+            if isinstance(layer, bytes):
+                layer = layer.decode('utf-8', 'replace')
+            if isinstance(layer, str):
+                layer_names[name] = layer
 
         try:
             with h5py.File(path, 'r') as f:
@@ -284,6 +318,7 @@ class KerasH5Source:
         self.keys: Mapping[str, Sequence[str]] = keys
         self.shapes: Mapping[str, tuple[int, ...]] = shapes
         self.dtypes: Mapping[str, tf.DType] = dtypes
+        self.layer_names: Mapping[str, str] = layer_names
 
     def read(self, key: str) -> np.ndarray:
         import h5py
@@ -412,6 +447,7 @@ class _FetchedSource:
         self.keys = source.keys
         self.shapes = source.shapes
         self.dtypes = source.dtypes
+        self.layer_names = source.layer_names
 
     def read(self, key: str) -> np.ndarray:
         return self._source.read(key)

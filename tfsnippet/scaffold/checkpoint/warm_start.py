@@ -16,9 +16,13 @@ source a Keras ``.weights.h5`` file or a ``tf.train.Checkpoint``, its
 variables are found by the *object structure* first, as Keras's
 ``load_weights`` and ``Checkpoint.restore`` find them (see
 :mod:`~tfsnippet.scaffold.checkpoint.structure`): a fresh model of the
-architecture that wrote the file needs no `mapping`, and one with more
-layers gets the matching part (the others are reported missing).  A
-`mapping` rule that matches a target's name still decides for that target.
+architecture that wrote the file needs no `mapping`, and one with layers
+added after the source's gets the matching part (the others are reported
+missing).  A layer inserted among them is told apart by the layers' names,
+which the files record: when a layer sits elsewhere than in the source, the
+layers are matched by name and the inserted one gets nothing (when every
+layer was renamed, it gets the values at its place).  A `mapping` rule that
+matches a target's name still decides for that target.
 
 Otherwise values are matched by *name*, never by position: each target variable is
 known by a human name and looked up under that name (after `mapping`)
