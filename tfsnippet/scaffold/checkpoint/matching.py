@@ -64,7 +64,7 @@ class WarmStartReport:
 
     Attributes:
         source: The path that was read (a checkpoint directory or prefix, or
-            a weights file; the newest checkpoint when a folder was given).
+            a weights file; the checkpoint chosen when a folder was given).
         source_format: ``'tfsnippet'``, ``'tf2'`` (``tf.train.Checkpoint``),
             ``'tf1'`` (``tf.compat.v1.train.Saver``) or ``'keras_h5'``.
         entries: One :class:`WarmStartEntry` per target, in target order.
@@ -76,6 +76,10 @@ class WarmStartReport:
             it), they were found by their layers' names (see
             :mod:`~tfsnippet.scaffold.checkpoint.structure`); ``'name'``
             otherwise.
+        chosen: Which checkpoint of the folder given as the source was
+            read: ``'the best: valid_loss = 0.21, epoch 4, step 40'`` (the
+            pinned best checkpoint) or ``'the newest: no best is pinned'``;
+            ``''`` when the source was not a folder of tfsnippet checkpoints.
     """
 
     source: str
@@ -83,6 +87,7 @@ class WarmStartReport:
     entries: tuple[WarmStartEntry, ...]
     unused: tuple[str, ...]
     matched_by: str = 'name'
+    chosen: str = ''
 
     def _targets(self, status: str) -> list[str]:
         return [e.target for e in self.entries if e.status == status]
@@ -117,7 +122,8 @@ class WarmStartReport:
         by = {'structure': ' (matched by object structure)',
               'layer': ' (matched by layer name: the layers are not where the source has '
                        'them)'}.get(self.matched_by, '')
-        lines = [f'Warm start from {kind} {self.source!r}{by}']
+        chosen = f' ({self.chosen})' if self.chosen else ''
+        lines = [f'Warm start from {kind} {self.source!r}{chosen}{by}']
         for row in [header, tuple('-' * w for w in widths), *rows]:
             lines.append('  '.join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
         counts = ', '.join(f'{len(self._targets(s))} {s}' for s in _STATUSES)
@@ -178,7 +184,7 @@ class WarmStartPlan:
         looked_up = {e.source for e in self.entries}
         unused = tuple(sorted(n for n in source.keys if n not in looked_up))
         return WarmStartReport(source.path, source.source_format, self.entries, unused,
-                               self.matched_by)
+                               self.matched_by, source.chosen)
 
 
 def plan_warm_start(targets: Any, items: list[tuple[str, Any]], source: Source,
