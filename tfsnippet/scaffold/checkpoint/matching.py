@@ -206,7 +206,7 @@ def plan_warm_start(targets: Any, items: list[tuple[str, Any]], source: Source,
         by_layer = realign_by_layer_names(by_place, target_layer_names(items),
                                           source.layer_names, _fits(items, source)) \
             if by_place else None
-        structure = by_place if by_layer is None else by_layer
+        structure = dict(by_place) if by_layer is None else by_layer
         matched_by = 'name' if not structure else 'structure' if by_layer is None else 'layer'
 
     entries: list[WarmStartEntry] = []
