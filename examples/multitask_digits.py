@@ -23,7 +23,11 @@ keeps each task's best validation loss and collects their mean as
 
 The same job is written in both TF styles (``--style eager``, a Keras 3 trunk
 and ``tf.function`` steps; ``--style graph``, ``tf.compat.v1`` placeholders,
-variables and ``session.run``).  Run it from the repository root::
+variables and ``session.run``), each with its own run folder
+(``./runs/multitask_digits_eager/``, ``./runs/multitask_digits_graph/``): a
+run started again resumes its style's checkpoints.  An ``--output-dir`` holding
+the checkpoints of another model (the other style's) is refused in one line
+saying how to start fresh.  Run it from the repository root::
 
     python examples/multitask_digits.py                       # eager, 20 epochs at most
     python examples/multitask_digits.py --style graph --mode together --valid-steps 20
@@ -32,6 +36,7 @@ The test accuracy of each task is printed and written to
 ``<output-dir>/result.json``.
 """
 
+import argparse
 import contextlib
 import json
 import os
@@ -49,6 +54,7 @@ from _digits import (N_CLASSES, N_FEATURES, evaluate, make_parser, patience_of, 
 
 EXAMPLE = 'multitask_digits'
 TASKS = {'digit': N_CLASSES, 'coarse': 2}   # task -> number of classes
+STYLES = ['eager', 'graph']
 
 
 def coarse_labels(y):
@@ -58,8 +64,13 @@ def coarse_labels(y):
 
 def parse(argv):
     parser = make_parser(EXAMPLE, 'Train one trunk with two heads on the digits.')
-    parser.add_argument('--style', choices=['eager', 'graph'], default='eager',
+    parser.add_argument('--style', choices=STYLES, default='eager',
                         help='TF2 eager code or TF1 graph code')
+    # each style its own run folder: the two models' checkpoints differ
+    style_only = argparse.ArgumentParser(add_help=False)
+    style_only.add_argument('--style', choices=STYLES, default='eager')
+    style = style_only.parse_known_args(argv)[0].style
+    parser.set_defaults(output_dir=os.path.join('.', 'runs', f'{EXAMPLE}_{style}'))
     parser.add_argument('--mode', choices=['together', 'alternate', 'weighted'],
                         default='alternate', help='how the tasks are drawn')
     parser.add_argument('--weights', default='2,1',
@@ -192,17 +203,23 @@ def main(argv=None):
                              summary_dir=args.summary_dir)
         loop.add_component(tasks)
         loop.add_component(spt.ReduceOnPlateau(lr, factor=.5, patience=2))
-        with loop:
-            loop.print_training_summary()
-            if args.valid_steps:   # validate every N steps as well
-                loop.events.on(spt.EventKeys.AFTER_STEP, validate,
-                               every=spt.utils.Every(steps=args.valid_steps))
-            for _ in loop.iter_epochs():
-                for _, batch in loop.iter_steps(flow):
-                    for task, (x, y) in batch.items():
-                        loop.collect_metrics({f'{task}/loss': train[task](x, y)})
-                validate(loop)
-                loop.print_logs()
+        try:
+            with loop:
+                loop.print_training_summary()
+                if args.valid_steps:   # validate every N steps as well
+                    loop.events.on(spt.EventKeys.AFTER_STEP, validate,
+                                   every=spt.utils.Every(steps=args.valid_steps))
+                for _ in loop.iter_epochs():
+                    for _, batch in loop.iter_steps(flow):
+                        for task, (x, y) in batch.items():
+                            loop.collect_metrics({f'{task}/loss': train[task](x, y)})
+                    validate(loop)
+                    loop.print_logs()
+        except spt.CheckpointMismatchError:   # raised on entering, before any step
+            print(f'{EXAMPLE}.py: error: {args.output_dir} holds the checkpoints of another '
+                  f'model, not of this --style {args.style} one: to start fresh, pass another '
+                  f'--output-dir or delete {args.checkpoint_dir}', file=sys.stderr)
+            return 2
         # the weights of the best combined valid_loss are back: test each task
         result = {'example': EXAMPLE, 'style': args.style, 'mode': args.mode,
                   'epochs_run': loop.epoch, 'steps_run': loop.step,

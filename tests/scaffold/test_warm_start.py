@@ -275,7 +275,7 @@ def test_table(tmp_path):
                skip_mismatch=True, print_func=lines.append)
 
     assert lines == ['\n'.join([
-        f'Warm start from tfsnippet checkpoint {path!r}',
+        f'Warm start from tfsnippet checkpoint {path!r} (the newest: no best is pinned)',
         'status      target             source             detail',
         '----------  -----------------  -----------------  -----------------------------',
         'restored    net/hidden/kernel  net/hidden/kernel  (3, 4)',

@@ -1,9 +1,9 @@
 """The training loop and what it is made of: events, metric logs, early stopping,
 checkpoints, TensorBoard summaries and variable tables."""
 
-from .checkpoint import (CheckpointError, CheckpointSavableObject, CheckpointSaver,
-                         CheckpointStore, CheckpointWriteError, KeepBest, KeepEveryNth,
-                         KeepLatest, SaveAtEnd, SaveEvery, UntrustedCheckpointError,
+from .checkpoint import (CheckpointError, CheckpointMismatchError, CheckpointSavableObject,
+                         CheckpointSaver, CheckpointStore, CheckpointWriteError, KeepBest,
+                         KeepEveryNth, KeepLatest, SaveAtEnd, SaveEvery, UntrustedCheckpointError,
                          WarmStartReport, convert_legacy_checkpoints, export_weights,
                          warm_start)
 from .components import (Checkpointer, EarlyStopping, ExportBest, LoopComponent, LossGuard,
@@ -22,7 +22,7 @@ from .summary_collector import (GraphKeys, SummaryCollector, add_histogram, add_
 from .summary_table import summarize_variables
 from .summary_writer import SummaryWriter
 
-__all__ = ['CheckpointError', 'CheckpointSavableObject', 'Checkpointer', 'CheckpointSaver',
+__all__ = ['CheckpointError', 'CheckpointMismatchError', 'CheckpointSavableObject', 'Checkpointer', 'CheckpointSaver',
            'LoopComponent', 'EarlyStopping', 'EventKeys', 'DefaultMetricFormatter',
            'MetricFormatter', 'MetricLogger', 'AnnealingVariable', 'ScheduledVariable',
            'SummaryLogger', 'SummaryWriter', 'summarize_variables', 'TrainLoop', 'LossGuard',

@@ -6,11 +6,11 @@ from .export import export_weights
 from .io import AsyncSaveStats, CheckpointWriteError
 from .policies import KeepBest, KeepEveryNth, KeepLatest, SaveAtEnd, SaveEvery
 from .saver import CheckpointError, CheckpointSavableObject, CheckpointSaver
-from .state_format import UntrustedCheckpointError, convert_legacy_checkpoints
+from .state_format import CheckpointMismatchError, UntrustedCheckpointError, convert_legacy_checkpoints
 from .store import CheckpointStore
 from .warm_start import WarmStartEntry, WarmStartReport, warm_start
 
-__all__ = ['CheckpointError', 'CheckpointSavableObject', 'CheckpointSaver', 'CheckpointStore',
+__all__ = ['CheckpointError', 'CheckpointMismatchError', 'CheckpointSavableObject', 'CheckpointSaver', 'CheckpointStore',
            'WarmStartEntry', 'WarmStartReport', 'warm_start', 'export_weights',
            'AsyncSaveStats', 'CheckpointWriteError', 'KeepLatest', 'KeepBest', 'KeepEveryNth',
            'SaveEvery', 'SaveAtEnd', 'UntrustedCheckpointError', 'convert_legacy_checkpoints']

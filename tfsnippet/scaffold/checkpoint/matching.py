@@ -22,11 +22,14 @@ from typing import Any
 import tensorflow as tf
 
 from ...tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
+from .state_format import CheckpointMismatchError
 from .sources import SOURCE_KINDS, Source, describe_source, short_list
-from .structure import match_structure, structure_paths
+from .structure import (match_structure, realign_by_layer_names, structure_paths,
+                        target_layer_names)
 
 __all__ = ['WarmStartReport', 'WarmStartEntry', 'WarmStartPlan', 'MatchRules',
-           'compile_rules', 'collect_targets', 'plan_warm_start', 'check_restore_match']
+           'NothingMatchedError', 'compile_rules', 'collect_targets', 'plan_warm_start',
+           'check_restore_match']
 
 PatternLike = str | re.Pattern[str]
 Replacement = str | Callable[[re.Match[str]], str] | None
@@ -46,7 +49,8 @@ class WarmStartEntry:
             `exclude` or a mapping to ``None``), ``'mismatched'`` (the source
             value has another shape or dtype) or ``'missing'`` (the source
             has no value of that name).
-        source: The name looked up in the source, ``None`` when skipped.
+        source: The name looked up in the source, ``None`` when skipped (or
+            when matched by layer name and no layer of its name is there).
         detail: The shape restored, why it was skipped, or what differs.
     """
 
@@ -62,14 +66,22 @@ class WarmStartReport:
 
     Attributes:
         source: The path that was read (a checkpoint directory or prefix, or
-            a weights file; the newest checkpoint when a folder was given).
+            a weights file; the checkpoint chosen when a folder was given).
         source_format: ``'tfsnippet'``, ``'tf2'`` (``tf.train.Checkpoint``),
             ``'tf1'`` (``tf.compat.v1.train.Saver``) or ``'keras_h5'``.
         entries: One :class:`WarmStartEntry` per target, in target order.
         unused: The source names that no target looked up.
         matched_by: ``'structure'`` when the targets (a Keras model, layer
             or ``tf.Module``) were found in the source by their object
-            structure, ``'name'`` otherwise.
+            structure; ``'layer'`` when, a layer being elsewhere in the
+            source's structure than in the target's (one inserted before
+            it), they were found by their layers' names (see
+            :mod:`~tfsnippet.scaffold.checkpoint.structure`); ``'name'``
+            otherwise.
+        chosen: Which checkpoint of the folder given as the source was
+            read: ``'the best: valid_loss = 0.21, epoch 4, step 40'`` (the
+            pinned best checkpoint) or ``'the newest: no best is pinned'``;
+            ``''`` when the source was not a folder of tfsnippet checkpoints.
     """
 
     source: str
@@ -77,6 +89,7 @@ class WarmStartReport:
     entries: tuple[WarmStartEntry, ...]
     unused: tuple[str, ...]
     matched_by: str = 'name'
+    chosen: str = ''
 
     def _targets(self, status: str) -> list[str]:
         return [e.target for e in self.entries if e.status == status]
@@ -108,8 +121,11 @@ class WarmStartReport:
         rows = [(e.status, e.target, '-' if e.source is None else e.source, e.detail)
                 for e in self.entries]
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-        by = ' (matched by object structure)' if self.matched_by == 'structure' else ''
-        lines = [f'Warm start from {kind} {self.source!r}{by}']
+        by = {'structure': ' (matched by object structure)',
+              'layer': ' (matched by layer name: the layers are not where the source has '
+                       'them)'}.get(self.matched_by, '')
+        chosen = f' ({self.chosen})' if self.chosen else ''
+        lines = [f'Warm start from {kind} {self.source!r}{chosen}{by}']
         for row in [header, tuple('-' * w for w in widths), *rows]:
             lines.append('  '.join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
         counts = ', '.join(f'{len(self._targets(s))} {s}' for s in _STATUSES)
@@ -119,6 +135,11 @@ class WarmStartReport:
             footer += f': {short_list(self.unused)}'
         lines.append(footer)
         return '\n'.join(lines)
+
+
+class NothingMatchedError(ValueError):
+    """No target of :func:`~tfsnippet.warm_start` has a value in the source (the message
+    lists names of both, to write a `mapping` from)."""
 
 
 # ---------------------------------------------------------------- the plan
@@ -152,7 +173,7 @@ class WarmStartPlan:
         entries: One :class:`WarmStartEntry` per target, in target order.
         assignments: ``(variable, storage key, the variable's dtype)`` of
             each target to restore.
-        matched_by: ``'structure'`` or ``'name'``.
+        matched_by: ``'structure'``, ``'layer'`` or ``'name'``.
     """
 
     entries: tuple[WarmStartEntry, ...]
@@ -165,7 +186,7 @@ class WarmStartPlan:
         looked_up = {e.source for e in self.entries}
         unused = tuple(sorted(n for n in source.keys if n not in looked_up))
         return WarmStartReport(source.path, source.source_format, self.entries, unused,
-                               self.matched_by)
+                               self.matched_by, source.chosen)
 
 
 def plan_warm_start(targets: Any, items: list[tuple[str, Any]], source: Source,
@@ -180,10 +201,15 @@ def plan_warm_start(targets: Any, items: list[tuple[str, Any]], source: Source,
             `skip_mismatch`); or no target has a value in the source.
     """
     _check_mapping_direction(rules.mapping, [name for name, _ in items], source)
-    structure: dict[int, str] = {}
+    structure: dict[int, str | None] = {}
+    matched_by = 'name'
     if hasattr(targets, 'variables') and not isinstance(targets, (Mapping, list, tuple)):
-        structure = match_structure(structure_paths(targets, source.source_format),
-                                    source.keys)
+        by_place = match_structure(structure_paths(targets, source.source_format), source.keys)
+        by_layer = realign_by_layer_names(by_place, target_layer_names(items),
+                                          source.layer_names, _fits(items, source)) \
+            if by_place else None
+        structure = dict(by_place) if by_layer is None else by_layer
+        matched_by = 'name' if not structure else 'structure' if by_layer is None else 'layer'
 
     entries: list[WarmStartEntry] = []
     to_assign: list[tuple[Any, str, tf.DType]] = []    # (variable, storage key, its dtype)
@@ -191,7 +217,12 @@ def plan_warm_start(targets: Any, items: list[tuple[str, Any]], source: Source,
     ambiguous: list[str] = []
     for name, var in items:
         src_name, skip_reason = _source_name(name, rules.include, rules.exclude,
-                                             rules.mapping, structure.get(id(var)))
+                                             rules.mapping, structure.get(id(var), name))
+        if src_name is None and not skip_reason:   # by layer name: none of its name there
+            layer = name.split('/')[-2] if '/' in name else name
+            entries.append(WarmStartEntry(name, 'missing', None,
+                                          f'no layer {layer!r} in the source'))
+            continue
         if src_name is None:
             entries.append(WarmStartEntry(name, 'skipped', None, skip_reason))
             continue
@@ -220,9 +251,8 @@ def plan_warm_start(targets: Any, items: list[tuple[str, Any]], source: Source,
             f'in shape or dtype: {", ".join(problems)}; pass `skip_mismatch=True` to leave '
             f'them alone, or `exclude` them')
     if not any(e.status in ('restored', 'mismatched') for e in entries):
-        raise ValueError(_nothing_matched_message(source, entries))
-    return WarmStartPlan(tuple(entries), tuple(to_assign),
-                         'structure' if structure else 'name')
+        raise NothingMatchedError(_nothing_matched_message(source, entries))
+    return WarmStartPlan(tuple(entries), tuple(to_assign), matched_by)
 
 
 # ---------------------------------------------------------------- arguments
@@ -322,9 +352,10 @@ def _castable(target: tf.DType, source: tf.DType) -> bool:
 def _source_name(name: str, includes: list[re.Pattern[str]] | None,
                  excludes: list[re.Pattern[str]] | None,
                  rules: list[tuple[re.Pattern[str], Replacement]],
-                 default: str | None = None) -> tuple[str | None, str]:
+                 default: str | None) -> tuple[str | None, str]:
     """``(the name to look up in the source, '')``, or ``(None, why the target is skipped)``;
-    `default` (the structural match) is looked up when no rule of `mapping` matches."""
+    `default` (the structural match, or the name itself) is looked up when no rule of
+    `mapping` matches (``(None, '')`` when it is ``None``: nothing to look up)."""
     if includes is not None and not any(p.search(name) for p in includes):
         return None, 'not matched by `include`'
     if excludes is not None and any(p.search(name) for p in excludes):
@@ -334,7 +365,19 @@ def _source_name(name: str, includes: list[re.Pattern[str]] | None,
             if repl is None:
                 return None, 'mapped to None'
             return pattern.sub(repl, name), ''
-    return (name if default is None else default), ''
+    return default, ''
+
+
+def _fits(items: list[tuple[str, Any]], source: Source) -> Callable[[int, str], bool]:
+    """``fits(id(variable), source name)``: whether that value is in `source`, once, and
+    may be assigned to the variable of `items`."""
+    variables = {id(var): var for _, var in items}
+
+    def fits(key: int, name: str) -> bool:
+        keys = source.keys.get(name, [])
+        return (key in variables and len(keys) == 1 and
+                _compare(as_tf_variable(variables[key]), source, keys[0])[0] == 'restored')
+    return fits
 
 
 def _compare(tf_var: tf.Variable, src: Source, key: str) -> tuple[str, str]:
@@ -387,22 +430,14 @@ def _nothing_matched_message(src: Source, entries: list[WarmStartEntry]) -> str:
 def check_restore_match(path: str, var_dict: Mapping[str, Any],
                         saved_shapes: Mapping[str, list[int]], labels: Mapping[str, str],
                         saved_labels: Mapping[str, str]) -> None:
-    """Raise ``ValueError`` unless the checkpoint `path`, holding `saved_shapes`
+    """Raise :class:`CheckpointMismatchError` unless the checkpoint `path`, holding `saved_shapes`
     (``{key: shape}``, labelled `saved_labels`), has every variable of `var_dict`
     (labelled `labels`) in its shape and nothing else (a saver's restore)."""
     def named(keys: list[str], names: Mapping[str, str]) -> list[str]:
         return [k if names.get(k, k) == k else f'{k} ({names[k]})' for k in keys]
 
-    problems = []
     missing = sorted(set(var_dict) - set(saved_shapes))
-    if missing:
-        problems.append(f'missing from the checkpoint: {named(missing, labels)}')
     unexpected = sorted(set(saved_shapes) - set(var_dict))
-    if unexpected:
-        problems.append(
-            f'in the checkpoint but not among the variables to restore: '
-            f'{named(unexpected, saved_labels)} (a Keras optimizer creates its variables '
-            f'on its first step or `optimizer.build(model.trainable_variables)`)')
     mismatched = []
     for key in sorted(set(var_dict) & set(saved_shapes)):
         shape = var_dict[key].shape
@@ -410,8 +445,6 @@ def check_restore_match(path: str, var_dict: Mapping[str, Any],
         if shape.rank is not None and tuple(shape.as_list()) != want:
             mismatched.append(
                 f'{named([key], labels)[0]}: {tuple(shape.as_list())} vs saved {want}')
-    if mismatched:
-        problems.append(f'shapes differ: {mismatched}')
-    if problems:
-        raise ValueError(
-            f'The checkpoint {path!r} does not match the variables: ' + '; '.join(problems))
+    if missing or unexpected or mismatched:
+        raise CheckpointMismatchError(path, named(missing, labels),
+                                      named(unexpected, saved_labels), mismatched)

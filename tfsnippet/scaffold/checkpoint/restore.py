@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from .saver import LOOP_STATE_KEY
+from .state_format import CheckpointMismatchError
 
 __all__ = ['restore_loop']
 
@@ -43,8 +44,9 @@ def restore_loop(loop: Any) -> str | None:
     ``False``: none, or a path) and ``restored(loop, path)``.
 
     Raises:
-        ValueError: The checkpoint does not match the variables (the message
-            says how to start afresh).
+        ~tfsnippet.scaffold.checkpoint.CheckpointMismatchError: The checkpoint
+            does not match the variables (a one-line message: what differs, in
+            short, and how to start afresh).
         RuntimeError: The workers resumed from different checkpoints.
         KeyError: The checkpoint lacks the loop's state.
     """
@@ -59,11 +61,12 @@ def restore_loop(loop: Any) -> str | None:
             restored = saver.restore_latest(ignore_non_exist=True)
         elif wanted is not False:
             restored = (wanted, saver.restore(wanted))
-    except ValueError as e:
-        raise ValueError(
-            f'{e}. The model changed since the checkpoint was saved: to start afresh, pass '
-            f'`restore_checkpoint=False` or use a new `checkpoint_dir` (and '
-            f'`spt.warm_start` to reuse the matching weights)') from e
+    except CheckpointMismatchError as e:
+        raise CheckpointMismatchError(
+            e.path, e.missing, e.unexpected, e.mismatched,
+            advice='The model changed since the checkpoint was saved: to start afresh, pass '
+                   '`restore_checkpoint=False` or use a new `checkpoint_dir` (and `warm_start=` '
+                   'to reuse the matching weights)') from None
     loop_state = None
     if restored is not None:
         saved = restored[1].get(LOOP_STATE_KEY)

@@ -7,7 +7,8 @@ them.  :func:`open_source` finds out what a path is and opens it with the
 opener of its kind:
 
 * a tfsnippet checkpoint (its directory, the checkpoint root or its
-  ``checkpoint/`` folder: the newest one), by :func:`open_tfsnippet`: the
+  ``checkpoint/`` folder: the pinned best one, else the newest), by
+  :func:`open_tfsnippet`: the
   values are named by the recorded variable names (Keras ``path``, or
   ``name`` without ``:0``);
 * a ``tf.train.Checkpoint`` (prefix, ``.index`` file or folder), by
@@ -96,6 +97,12 @@ class Source(Protocol):
         keys: ``{name: [storage key, ...]}`` of every value.
         shapes: ``{storage key: shape}``.
         dtypes: ``{storage key: tf.DType}``.
+        layer_names: ``{name: the name of the layer holding that value}``
+            of the values whose file records it (a Keras weights file; the
+            Keras variables of a ``tf.train.Checkpoint``), else ``{}``.
+        chosen: Which checkpoint of a folder this is, when a folder was
+            given: ``'the best: valid_loss = 0.21, epoch 4, step 40'`` (the
+            pinned best), ``'the newest: no best is pinned'``; else ``''``.
     """
 
     @property
@@ -112,6 +119,12 @@ class Source(Protocol):
 
     @property
     def dtypes(self) -> Mapping[str, tf.DType]: ...
+
+    @property
+    def layer_names(self) -> Mapping[str, str]: ...
+
+    @property
+    def chosen(self) -> str: ...
 
     def read(self, key: str) -> np.ndarray:
         """The value stored under `key`, read from the file now.
@@ -143,10 +156,12 @@ class BundleSource:
         name_of: Names a storage key (``None``: not a value, e.g. the object
             graph of a ``tf.train.Checkpoint``).
         what: Names the files in a read error (``"the checkpoint '...'"``).
+        layer_names: The source's `layer_names`.
     """
 
     def __init__(self, path: str, source_format: str, reader: Any | None,
-                 name_of: Callable[[str], str | None], what: str):
+                 name_of: Callable[[str], str | None], what: str,
+                 layer_names: Mapping[str, str] | None = None):
         self.path = path
         self.source_format = source_format
         self._reader = reader
@@ -162,6 +177,8 @@ class BundleSource:
         self.keys: Mapping[str, Sequence[str]] = keys
         self.shapes: Mapping[str, tuple[int, ...]] = {k: tuple(shape_map[k]) for k in used}
         self.dtypes: Mapping[str, tf.DType] = {k: tf.as_dtype(dtype_map[k]) for k in used}
+        self.layer_names: Mapping[str, str] = dict(layer_names or {})
+        self.chosen = ''
 
     def read(self, key: str) -> np.ndarray:
         if self._reader is None or key not in self.shapes:
@@ -236,9 +253,28 @@ def open_tf_checkpoint(prefix: str, trust_pickle: bool = False) -> BundleSource:
         def object_name(key: str) -> str | None:
             return key[:-len(_VALUE_SUFFIX)] if key.endswith(_VALUE_SUFFIX) else None
         return BundleSource(prefix, 'tf2', reader, object_name,
-                            f'the values of checkpoint {prefix!r}')
+                            f'the values of checkpoint {prefix!r}', _tf2_layer_names(reader))
     return BundleSource(prefix, 'tf1', reader, lambda key: key,
                         f'the values of checkpoint {prefix!r}')
+
+
+def _tf2_layer_names(reader: Any) -> dict[str, str]:
+    """``{name: layer name}`` of the values of a ``tf.train.Checkpoint`` whose recorded full
+    name is a path (a Keras variable's ``model/layer/kernel``: the layer is ``layer``)."""
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    try:
+        graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
+    except Exception:  # noqa: BLE001 - an unreadable graph: values are matched without names
+        return {}
+    found = {}
+    for node in graph.nodes:
+        for attr in node.attributes:
+            parts = attr.full_name.split('/')
+            if attr.checkpoint_key.endswith(_VALUE_SUFFIX) and len(parts) >= 2:
+                found[attr.checkpoint_key[:-len(_VALUE_SUFFIX)]] = parts[-2]
+    return found
 
 
 # ---------------------------------------------------------------- Keras files
@@ -263,6 +299,7 @@ class KerasH5Source:
         keys: dict[str, list[str]] = {}
         shapes: dict[str, tuple[int, ...]] = {}
         dtypes: dict[str, tf.DType] = {}
+        layer_names: dict[str, str] = {}
 
         def visit(key: str, obj: Any) -> None:
             if not isinstance(obj, h5py.Dataset):
@@ -275,6 +312,11 @@ class KerasH5Source:
             keys.setdefault(name, []).append(key)
             shapes[key] = tuple(int(d) for d in obj.shape)
             dtypes[key] = dtype
+            layer = obj.parent.attrs.get('name')   # Keras 3 records each layer's name
+            if isinstance(layer, bytes):
+                layer = layer.decode('utf-8', 'replace')
+            if isinstance(layer, str):
+                layer_names[name] = layer
 
         try:
             with h5py.File(path, 'r') as f:
@@ -284,6 +326,8 @@ class KerasH5Source:
         self.keys: Mapping[str, Sequence[str]] = keys
         self.shapes: Mapping[str, tuple[int, ...]] = shapes
         self.dtypes: Mapping[str, tf.DType] = dtypes
+        self.layer_names: Mapping[str, str] = layer_names
+        self.chosen = ''
 
     def read(self, key: str) -> np.ndarray:
         import h5py
@@ -309,8 +353,24 @@ def open_keras_h5(path: str) -> KerasH5Source:
 
 
 # ---------------------------------------------------------------- any path
-def _latest_tfsnippet(save_dir: str) -> str | None:
-    """The newest tfsnippet checkpoint in `save_dir`, or ``None`` if it holds none."""
+def chosen_checkpoint(store: Any) -> tuple[str, str] | None:
+    """``(path, which)`` of the checkpoint a warm start reads from a folder of checkpoints
+    (`store`, local or on a bucket): the pinned best when there is one, else the newest;
+    `which` says which (:attr:`Source.chosen`); ``None`` when it holds none."""
+    pinned = store.pinned()
+    if pinned:
+        path, info = pinned[0]
+        what = [f'{info["metric"]} = {info["value"]:.6g}'] if isinstance(
+            info.get('value'), (int, float)) and info.get('metric') else []
+        what += [f'{k} {info[k]}' for k in ('epoch', 'step') if info.get(k) is not None]
+        return path, 'the best' + (f': {", ".join(what)}' if what else '')
+    latest = store.latest()
+    return None if latest is None else (latest, 'the newest: no best is pinned')
+
+
+def _chosen_tfsnippet(save_dir: str) -> tuple[str, str] | None:
+    """``(path, which)`` of the tfsnippet checkpoint of `save_dir` to read (see
+    :func:`chosen_checkpoint`), or ``None`` if it holds none."""
     if not os.path.isdir(save_dir):
         return None
     filenames = set()
@@ -326,8 +386,8 @@ def _latest_tfsnippet(save_dir: str) -> str | None:
         raise ValueError(
             f'`source` {save_dir!r} holds tfsnippet checkpoints of several names '
             f'{sorted(filenames)}: pass the directory of one checkpoint')
-    # the store knows which checkpoint is the newest (its index, or the directories)
-    return CheckpointStore(save_dir, filename=filenames.pop()).latest()
+    # the store knows the best and the newest (its index, or the directories)
+    return chosen_checkpoint(CheckpointStore(save_dir, filename=filenames.pop()))
 
 
 def _tf_prefix_in(directory: str) -> str | None:
@@ -354,7 +414,8 @@ def open_source(path: str | os.PathLike[str], trust_pickle: bool = False) -> Sou
 
     Args:
         path: A tfsnippet checkpoint directory, checkpoint root or
-            ``checkpoint/`` folder (the newest checkpoint is opened); a
+            ``checkpoint/`` folder (the pinned best checkpoint is opened,
+            else the newest: see :attr:`Source.chosen`); a
             ``tf.train.Checkpoint`` or TF1 ``Saver`` checkpoint prefix, its
             ``.index`` file or its folder (the ``checkpoint`` file there
             names the latest); or a Keras ``.weights.h5`` file.
@@ -377,11 +438,13 @@ def open_source(path: str | os.PathLike[str], trust_pickle: bool = False) -> Sou
     expected = ('a tfsnippet checkpoint, a tf.train.Checkpoint or TF1 Saver checkpoint '
                 '(prefix or directory) or a Keras .weights.h5 file')
     if os.path.isdir(path):
-        found = (path if has_state(path) else
-                 _latest_tfsnippet(path) or
-                 _latest_tfsnippet(os.path.join(path, 'checkpoint')))
+        found = ((path, '') if has_state(path) else
+                 _chosen_tfsnippet(path) or
+                 _chosen_tfsnippet(os.path.join(path, 'checkpoint')))
         if found:
-            return open_tfsnippet(found, trust_pickle)
+            source = open_tfsnippet(found[0], trust_pickle)
+            source.chosen = found[1]
+            return source
         prefix = _tf_prefix_in(path)
         if prefix:
             return open_tf_checkpoint(prefix, trust_pickle)
@@ -404,7 +467,8 @@ class _FetchedSource:
     """A :class:`Source` downloaded from an object store: `path` is the URL; the local
     copy is deleted by :meth:`close`."""
 
-    def __init__(self, source: Source, url: str, tmp: tempfile.TemporaryDirectory[str]):
+    def __init__(self, source: Source, url: str, tmp: tempfile.TemporaryDirectory[str],
+                 chosen: str = ''):
         self._source = source
         self._tmp = tmp
         self.path = url
@@ -412,6 +476,8 @@ class _FetchedSource:
         self.keys = source.keys
         self.shapes = source.shapes
         self.dtypes = source.dtypes
+        self.layer_names = source.layer_names
+        self.chosen = chosen
 
     def read(self, key: str) -> np.ndarray:
         return self._source.read(key)
@@ -427,16 +493,17 @@ def _open_url(url: str, trust_pickle: bool) -> Source:
     check_bucket(location, 'source')   # a missing bucket, refused credentials: one message
     tmp = tempfile.TemporaryDirectory(prefix='tfsnippet-source-')
     try:
-        local, shown = _fetch(location, tmp.name)
+        local, shown, chosen = _fetch(location, tmp.name)
         source = open_source(local, trust_pickle)
     except BaseException:
         tmp.cleanup()
         raise
-    return _FetchedSource(source, shown, tmp)
+    return _FetchedSource(source, shown, tmp, chosen)
 
 
-def _fetch(location: Any, dest: str) -> tuple[str, str]:
-    """Download what `location` names into `dest`; return ``(local path, URL shown)``."""
+def _fetch(location: Any, dest: str) -> tuple[str, str, str]:
+    """Download what `location` names into `dest`; return ``(local path, URL shown, which
+    checkpoint of a folder it is)``."""
     from .object_store import ObjectCheckpointStore, filenames_in
 
     fs = location.fs
@@ -450,30 +517,30 @@ def _fetch(location: Any, dest: str) -> tuple[str, str]:
                              f'names {names}: pass the URL of one checkpoint')
         if names:
             store = ObjectCheckpointStore(folder, filename=names[0], argument='source')
-            latest = store.latest()
-            if latest is not None:
-                store.fetch(latest, local)
-                return local, latest
+            found = chosen_checkpoint(store)
+            if found is not None:
+                store.fetch(found[0], local)
+                return local, found[0], found[1]
     parent_url, _, name = location.url.rpartition('/')
     m = re.fullmatch(r'(.+)-\d+', name)
     if m and '://' in parent_url and not parent_url.endswith(':/'):
         store = ObjectCheckpointStore(parent_url, filename=m.group(1), argument='source')
         if location.url in store.checkpoints():
             store.fetch(location.url, local)
-            return local, location.url
+            return local, location.url, ''
     if fs.isfile(location.path):        # a weights file, or a TF checkpoint's .index
         if location.url.endswith('.index'):
             prefix = location.path[:-len('.index')]
             _get_prefix(fs, prefix, dest)
-            return os.path.join(dest, base), location.url
+            return os.path.join(dest, base), location.url, ''
         fs.get_file(location.path, local)
-        return local, location.url
+        return local, location.url, ''
     if fs.exists(location.path + '.index'):   # a TF checkpoint prefix
         _get_prefix(fs, location.path, dest)
-        return local, location.url
+        return local, location.url, ''
     if fs.isdir(location.path):         # a TF checkpoint's folder
         fs.get(location.path.rstrip('/') + '/', local + '/', recursive=True)
-        return local, location.url
+        return local, location.url, ''
     raise ValueError(f'`source` must be a checkpoint or weights file, got {location.url!r}, '
                      f'which does not exist')
 

@@ -55,7 +55,7 @@ import os
 import struct
 import zipfile
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -98,6 +98,55 @@ class UntrustedCheckpointError(CheckpointError):
 
     It is never skipped as a damaged checkpoint would be: the user decides.
     """
+
+
+class CheckpointMismatchError(ValueError):
+    """A checkpoint holds other variables than those to restore: it was saved by another model.
+
+    Raised before anything is assigned, with a one-line message that names
+    a few of the differences (the full lists are its attributes); a
+    :class:`~tfsnippet.TrainLoop` resuming such a checkpoint adds how to
+    start afresh.
+
+    Attributes:
+        path: The checkpoint.
+        missing: The names of the variables to restore that it lacks.
+        unexpected: The names of its values that no variable to restore has.
+        mismatched: ``'name: (shape) vs saved (shape)'`` of each variable
+            whose saved value has another shape.
+        advice: What to do about it (the end of the message), or ``''``.
+    """
+
+    def __init__(self, path: str, missing: Sequence[str] = (), unexpected: Sequence[str] = (),
+                 mismatched: Sequence[str] = (), advice: str = ''):
+        self.path = path
+        self.missing = list(missing)
+        self.unexpected = list(unexpected)
+        self.mismatched = list(mismatched)
+        self.advice = advice
+        problems = []
+        if self.missing:
+            problems.append(f'missing from the checkpoint: {_few(self.missing)}')
+        if self.unexpected:
+            problems.append(
+                f'in the checkpoint but not among the variables to restore: '
+                f'{_few(self.unexpected)} (a Keras optimizer creates its variables on its '
+                f'first step or `optimizer.build(model.trainable_variables)`)')
+        if self.mismatched:
+            problems.append(f'shapes differ: {_few(self.mismatched)}')
+        message = f'The checkpoint {path!r} does not match the variables: ' + '; '.join(problems)
+        super().__init__(f'{message}. {advice}' if advice else message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.missing, self.unexpected, self.mismatched,
+                             self.advice))
+
+
+def _few(names: list[str], shown: int = 5) -> str:
+    """``repr(names)``, cut after `shown` of them (saying how many there are in all)."""
+    if len(names) <= shown:
+        return repr(names)
+    return f'{repr(names[:shown])[:-1]}, ... ({len(names)} in all)]'
 
 
 def trust_pickle_from_env() -> bool:

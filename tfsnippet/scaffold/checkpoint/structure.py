@@ -19,14 +19,27 @@ target itself, then found among the source's names.
   the most of them.
 
 Either way a variable the walk does not reach is left to name matching.
+
+The structure places a layer by its rank among the layers (of its class, in
+a weights file), so a layer *inserted* into a model shifts the layers after
+it: the structure would give the inserted layer the values of the one it
+displaced, whenever their shapes fit.  Both kinds of file record the layers'
+names (a weights file of Keras 3; a checkpoint, its Keras variables' paths):
+when a layer of one name is placed elsewhere in the source than in the
+target, :func:`realign_by_layer_names` matches the layers by name instead,
+provided that restores at least as many values (auto-named layers of
+another run that happen to share a name do not), and a layer of a name the
+source lacks gets nothing.  When no layer keeps its name, nothing tells an
+inserted layer apart: it gets the values at its place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ['structure_paths', 'match_structure']
+__all__ = ['structure_paths', 'match_structure', 'realign_by_layer_names',
+           'target_layer_names']
 
 
 def structure_paths(target: Any, source_format: str) -> dict[int, str]:
@@ -66,6 +79,59 @@ def match_structure(paths: dict[int, str], source_names: Iterable[str]) -> dict[
         return {}
     prefix = min(counts, key=lambda p: (-counts[p], len(p), p))
     return {key: prefix + path for key, path in paths.items()}
+
+
+def realign_by_layer_names(matched: dict[int, str], target_layers: Mapping[int, str],
+                           source_layers: Mapping[str, str],
+                           fits: Callable[[int, str], bool]) -> dict[int, str | None] | None:
+    """`matched` (from :func:`match_structure`) done again by layer name, or ``None`` when
+    the structure stands.
+
+    Args:
+        matched: ``{id(variable): source name}`` by structure.
+        target_layers: ``{id(variable): the name of its layer}`` of the targets.
+        source_layers: ``{source name: the name of its layer}`` (the source's
+            ``layer_names``).
+        fits: ``fits(id(variable), source name)``: whether that source value
+            exists and may be assigned to the variable.
+
+    Returns:
+        ``None`` when every layer whose name is found once on each side is at
+        the same place on both, or when matching by name would restore fewer
+        values than the structure; else ``{id(variable): source name, or None
+        when its layer's name is not (once) in the source}``.
+    """
+    def owner(name: str) -> str:
+        return name.rsplit('/', 1)[0]
+
+    def places(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+        """``{layer name: its place}`` of the names found at exactly one place."""
+        seen: dict[str, set[str]] = {}
+        for layer, place in pairs:
+            seen.setdefault(layer, set()).add(place)
+        return {layer: next(iter(p)) for layer, p in seen.items() if len(p) == 1}
+
+    target_at = places((target_layers[key], owner(name)) for key, name in matched.items()
+                       if key in target_layers)
+    source_at = places((layer, owner(name)) for name, layer in source_layers.items())
+    if all(source_at[layer] == place for layer, place in target_at.items()
+           if layer in source_at):
+        return None
+    by_name: dict[int, str | None] = {}
+    for key, name in matched.items():
+        layer = target_layers.get(key)
+        by_name[key] = (f'{source_at[layer]}/{name.rsplit("/", 1)[-1]}'
+                        if layer in source_at and layer in target_at else None)
+    restored = sum(fits(key, name) for key, name in matched.items())
+    if sum(name is not None and fits(key, name) for key, name in by_name.items()) < restored:
+        return None
+    return by_name
+
+
+def target_layer_names(items: Iterable[tuple[str, Any]]) -> dict[int, str]:
+    """``{id(variable): the name of its layer}`` of named variables `items` whose name is a
+    path (``model/layer/kernel``: ``layer``)."""
+    return {id(var): name.split('/')[-2] for name, var in items if name.count('/') >= 1}
 
 
 def _ids(variable: Any) -> list[int]:

@@ -6,7 +6,9 @@ model whose head changed shape) instead of resuming that run.  It reads
 four kinds of sources:
 
 * a tfsnippet checkpoint (``<root>/checkpoint/checkpoint.dat-<step>/``),
-  the checkpoint root or the ``checkpoint/`` folder (then the newest one);
+  the checkpoint root (a run folder) or the ``checkpoint/`` folder (then its
+  best checkpoint when one is pinned, ``checkpoint_keep_best``, else its
+  newest: the first line of the table says which);
 * a ``tf.train.Checkpoint`` (object-graph) checkpoint, by prefix or folder;
 * a ``tf.compat.v1.train.Saver`` checkpoint, by prefix or folder;
 * a Keras weights file (``model.save_weights('x.weights.h5')``).
@@ -16,9 +18,13 @@ source a Keras ``.weights.h5`` file or a ``tf.train.Checkpoint``, its
 variables are found by the *object structure* first, as Keras's
 ``load_weights`` and ``Checkpoint.restore`` find them (see
 :mod:`~tfsnippet.scaffold.checkpoint.structure`): a fresh model of the
-architecture that wrote the file needs no `mapping`, and one with more
-layers gets the matching part (the others are reported missing).  A
-`mapping` rule that matches a target's name still decides for that target.
+architecture that wrote the file needs no `mapping`, and one with layers
+added after the source's gets the matching part (the others are reported
+missing).  A layer inserted among them is told apart by the layers' names,
+which the files record: when a layer sits elsewhere than in the source, the
+layers are matched by name and the inserted one gets nothing (when every
+layer was renamed, it gets the values at its place).  A `mapping` rule that
+matches a target's name still decides for that target.
 
 Otherwise values are matched by *name*, never by position: each target variable is
 known by a human name and looked up under that name (after `mapping`)
@@ -98,7 +104,7 @@ def warm_start(source: str | os.PathLike[str],
         >>> w = tf.Variable([0., 0.], name='encoder/w')
         >>> head = tf.Variable([0., 0., 0.], name='head/w')
         >>> report = warm_start(save_dir, [w, head], mapping={'^encoder/': 'enc/'})
-        Warm start from tfsnippet checkpoint '...checkpoint.dat-100'
+        Warm start from tfsnippet checkpoint '...-100' (the newest: no best is pinned)
         status    target     source  detail
         --------  ---------  ------  -----------------
         restored  encoder/w  enc/w   (2,)
@@ -111,7 +117,8 @@ def warm_start(source: str | os.PathLike[str],
 
     Args:
         source: A tfsnippet checkpoint directory, checkpoint root or
-            ``checkpoint/`` folder (the newest checkpoint is read); a
+            ``checkpoint/`` folder (its pinned best checkpoint is read, else
+            its newest; :attr:`WarmStartReport.chosen` says which); a
             ``tf.train.Checkpoint`` or TF1 ``Saver`` checkpoint prefix, its
             ``.index`` file or its folder (the ``checkpoint`` file there
             names the latest); or a Keras ``.weights.h5`` file.
