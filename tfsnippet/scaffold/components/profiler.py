@@ -82,8 +82,9 @@ class Profiler(LoopComponent):
     ``time_share_data``... so the summaries and every sink receive them;
     the epoch line shows them as one entry, ``time share: data 10%, step
     80%, outside 5%, checkpoint 3%, summaries 1%, loop 1%``, and
-    `print_breakdown` also prints one line of percentages and seconds.  The clock is read only at the boundaries the loop passes
-    (each step's start and end, the step loop's, the epoch's); without
+    `print_breakdown` also prints one line of percentages and seconds.
+    The clock is read only at the boundaries the loop passes (each step's
+    start and end, the step loop's, the epoch's); without
     `breakdown` the component adds nothing per step.
 
     Args:

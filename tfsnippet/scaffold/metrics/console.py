@@ -103,7 +103,7 @@ class MetricGroup:
 
     def format(self, stats: Mapping[str, StatisticsCollector]) -> str:
         """The entry of the members in `stats`."""
-        values = ', '.join(f'{self.short[name]} {self.format_value(stats[name].mean)}'
+        values = ', '.join(f'{self.short[name]} {self.format_value(float(stats[name].mean))}'
                            for name in self.members
                            if name in stats and stats[name].has_value)
         return f'{self.label}: {values}'
