@@ -7,7 +7,9 @@ The same MLP (64-128-10) on scikit-learn's digits, batch size 64:
   Trainer / hand-written steps per second >= 0.97), and ``keras.Model.fit``
   on the same model and data;
 * graph (child process): ``spt.Trainer`` with a ``train_op`` against a bare
-  loop of ``session.run`` on the same op.
+  loop of ``session.run`` on the same op, and against the fastest loop one
+  writes by hand, a ``Session.make_callable`` of the op and loss built once
+  and called with each batch.
 
 Runs alternate in mirrored quads (hand, Trainer, Trainer, hand, then
 Trainer, hand, hand, Trainer, ...), each run a whole TrainLoop of a few
@@ -194,6 +196,12 @@ def run_graph(epochs: int, repeats: int) -> dict[str, float]:
                 for bx, by in batches:
                     sess.run([train_op, loss], feed_dict={ph_x: bx, ph_y: by})
 
+        def hand_callable() -> None:
+            call = sess.make_callable([train_op, loss], feed_list=[ph_x, ph_y])
+            for _ in range(epochs):
+                for bx, by in batches:
+                    call(bx, by)
+
         def trainer() -> None:
             with spt.TrainLoop([w1, b1, w2, b2], max_epoch=epochs,
                                print_func=lambda s: None) as loop:
@@ -215,8 +223,10 @@ def run_graph(epochs: int, repeats: int) -> dict[str, float]:
                     t.run()
 
         hand()  # warm-up
+        hand_callable()
         trainer()
-        timed = time_alternating({'hand': whole_call(hand), 'trainer': whole_call(trainer)},
+        timed = time_alternating({'hand': whole_call(hand), 'trainer': whole_call(trainer),
+                                  'hand_callable': whole_call(hand_callable)},
                                  repeats, quads=True, cpu_clock=time.thread_time)
         services = time_alternating({'services': trainer_with_services}, repeats)['services']
 
@@ -297,6 +307,16 @@ def main() -> None:
                                logged_rate, logged_rate * vs_logged.median, 'steps/s'))
             table.append((case, f'{logged_rate:.1f}', f'{ours:.1f}', vs_logged.text(),
                           vs_logged.quartiles_text(), f'{vs_logged.spread:.1%}', '', ''))
+        if 'hand_callable' in r:   # the fastest hand-written graph loop
+            fast = Samples(r['hand_callable'], r['hand_callable_cpu'],
+                           r['hand_callable_single'])
+            vs_fast = paired_ratio(fast, trainer, higher_is_better=True)
+            fast_rate = r['steps'] / fast.median
+            case = f'Trainer vs hand-written make_callable loop [{style}]'
+            results.append(Row(case, 'hand-written loop of a Session.make_callable',
+                               fast_rate, fast_rate * vs_fast.median, 'steps/s'))
+            table.append((case, f'{fast_rate:.1f}', f'{ours:.1f}', vs_fast.text(),
+                          vs_fast.quartiles_text(), f'{vs_fast.spread:.1%}', '', ''))
         if 'parts' in r:
             where.append((style, r['steps'], r['parts']))
         others = [('fit', f'Trainer vs keras Model.fit [{style}]', 'keras Model.fit', ours),

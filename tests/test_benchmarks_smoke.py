@@ -78,6 +78,8 @@ def test_bench_trainer_quick_run_prints_the_ratios_of_both_styles(tmp_path):
                          r'>=0\.97  +(yes|no|unclear)$', row), row
     row = next(line for line in lines if 'logging each epoch [eager]' in line)
     assert re.search(r'\d\.\d{3} \(\d\.\d{3}-\d\.\d{3}\) best \d\.\d{3}', row), row
+    row = next(line for line in lines if 'make_callable loop [graph]' in line)  # the fastest
+    assert re.search(r'\d\.\d{3} \(\d\.\d{3}-\d\.\d{3}\) best \d\.\d{3}', row), row
     # where an eager run's time goes: four parts that add up to the total, per contestant
     where = out[out.index('Where the time of a run goes [eager]'):].splitlines()
     assert re.split(r'\s{2,}', where[1].strip()) == [

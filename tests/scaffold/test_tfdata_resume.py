@@ -152,8 +152,10 @@ def test_a_generator_pipeline_is_reported_and_resumes_by_skipping(tmp_path):
         'Resuming epoch 2 of a `tf.data.Dataset` after 2 steps: its i',
         'The `tf.data.Dataset` given to `iter_steps()` cannot be save']
     assert lines[1] == ('Resuming epoch 2 of a `tf.data.Dataset` after 2 steps: its iterator '
-                        'could not be saved, so its first 2 batches are skipped, and if it '
-                        'shuffles, the rest of this epoch differs from the interrupted one')
+                        'could not be saved, so its first 2 batches are skipped; its shuffle '
+                        'seeds start over here, so if it shuffles unseeded or reshuffles each '
+                        'epoch (the default), the rest of this epoch and every later epoch '
+                        'differ from an uninterrupted run')
     assert first[:7] + rest == reference      # an ordered source: skipping is exact
 
 

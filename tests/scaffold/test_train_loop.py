@@ -698,17 +698,17 @@ def test_best_metric_mark_on_step_level_logs(fake_clock):
     assert loop.best_valid_metric == 0.6
 
 
-def test_best_mark_needs_the_latest_value_to_be_a_new_best(fake_clock):
+def test_best_mark_of_an_epoch_line_needs_a_new_best_since_its_last_line(fake_clock):
     lines = []
     loop = make_loop(lines, fake_clock, max_epoch=1, show_eta=False)
     with loop:
         for _ in loop.iter_epochs():
             loop.collect_metrics(valid_loss=0.5)
-            loop.collect_metrics(valid_loss=0.9)      # not better: the flag is cleared
+            loop.collect_metrics(valid_loss=0.9)      # not better: the epoch reached 0.5
             loop.print_logs()
             loop.collect_metrics(valid_loss=0.5)      # equal is not better
             loop.print_logs()
-    assert lines == ['[Step 0] epoch time: 0s; valid loss: 0.7 (±0.2)',
+    assert lines == ['[Step 0] epoch time: 0s; valid loss: 0.7 (±0.2) (*)',
                      '[Step 0] valid loss: 0.5']
 
 

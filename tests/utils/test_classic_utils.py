@@ -472,7 +472,7 @@ def test_console_table_title_with_a_right_hand_part():
     narrow = ConsoleTable(2, col_space=3)
     narrow.add_title('Epoch 3', '12.5s')     # wider than the rows: column 0 absorbs it
     narrow.add_row(['loss', 0.25])
-    assert narrow.format().split('\n') == ['Epoch 3   12.5s', 'loss       0.25']
+    assert narrow.format().split('\n') == ['Epoch 3 12.5s', 'loss     0.25']
 
 
 def test_console_table_skips_do_not_stack():

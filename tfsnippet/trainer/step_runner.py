@@ -15,12 +15,6 @@ from .feed_dict import batch_feed_dict, merge_feed_dict, resolve_feed_dict
 
 __all__ = ['StepRunner', 'is_graph_fetch', 'check_inputs_match']
 
-try:   # what ``Session.run`` builds on every call; built once per step here (see _SessionPath)
-    from tensorflow.python.client.session import _FetchHandler
-except ImportError:  # pragma: no cover - a TensorFlow without it: ``session.run`` each step
-    _FetchHandler = None
-
-
 def is_graph_fetch(obj: Any) -> bool:
     """Whether `obj` is something ``session.run`` fetches (a graph op, tensor or variable)."""
     if isinstance(obj, tf.Operation):
@@ -39,42 +33,38 @@ def check_inputs_match(inputs: Sequence[Any], data_flow: Any, arg_name: str = 'i
 
 
 _NO_EXTRA: tuple[Any, ...] = ()   # the results of no extra fetches
-_UNUSABLE = object()   # the session of a fast path that TensorFlow's internals refused
-
-
 class _SessionPath:
     """``session.run(fetches, {inputs: batch})`` without re-reading its arguments each step.
 
     ``Session.run`` interprets its fetches and checks and converts each fed
     value on every call, about 140 µs of Python a step on a CPU.  When the
-    fetches and placeholders stay the same, that work is done once here: the
-    fetch structure is built once per session, and a batch goes straight to
-    the session's run when each array already has its placeholder's dtype and
-    a compatible shape (what ``Session.run`` would check, and would then feed
-    unchanged).  Any other batch, another kind of session, or a closed one is
-    left to ``session.run``, so values, errors and messages stay its own.
+    fetches and placeholders stay the same, that work is done once here:
+    TensorFlow's public ``Session.make_callable`` builds a callable of this
+    fetch and feed structure once per session, and a batch goes to it when
+    each array already has its placeholder's dtype and a compatible shape
+    (what ``Session.run`` would check, and would then feed unchanged).  Any
+    other batch, another kind of session, or a structure the callable cannot
+    be built for is left to ``session.run``, so values, errors and messages
+    stay its own (a closed session: the callable raises ``session.run``'s
+    error).
     """
 
-    __slots__ = ('inputs', 'refs', 'fetches', 'dtypes', 'shapes', 'seen', 'session', 'handler',
-                 'fetch_list', 'target_list')
+    __slots__ = ('inputs', 'fetches', 'dtypes', 'shapes', 'seen', 'session', 'call')
 
     def __init__(self, inputs: tuple[Any, ...], fetches: list[Any]):
         self.inputs = inputs
-        self.refs = tuple(t.ref() for t in inputs)   # the keys of the feed
         self.fetches = fetches
         self.dtypes = tuple(np.dtype(t.dtype.as_numpy_dtype) for t in inputs)
         self.shapes = tuple(None if t.shape.rank is None else tuple(t.shape.as_list())
                             for t in inputs)
         self.seen: list[tuple[int, ...] | None] = [None] * len(inputs)  # last shape that fit
         self.session: Any = None
-        self.handler: Any = None
-        self.fetch_list: list[Any] = []
-        self.target_list: list[Any] = []
+        self.call: Callable[..., list[Any]] | None = None   # None: session.run serves
 
     @staticmethod
     def usable(inputs: tuple[Any, ...], fetches: list[Any]) -> bool:
         """Whether the fast path may serve these placeholders and fetches."""
-        if _FetchHandler is None or not inputs:
+        if not inputs:
             return False
         try:
             fed = {t.ref() for t in inputs}
@@ -100,39 +90,26 @@ class _SessionPath:
                 seen[i] = shape
         return True
 
-    def _bind(self, session: Any) -> bool:
-        """Build the fetch structure for `session`; False if it is not a plain session."""
-        if self.session is _UNUSABLE:
-            return False
+    def _bind(self, session: Any) -> None:
+        """Build the callable of the fetches and feeds for `session` (once per session);
+        none for another kind of session or when TensorFlow refuses the structure."""
+        self.session, self.call = session, None
         if type(session).run is not tf.compat.v1.Session.run or \
                 session.graph is not self.inputs[0].graph:
-            return False
+            return
         try:
-            handler = _FetchHandler(session.graph, self.fetches, {})
-            fetch_list, target_list = handler.fetches(), handler.targets()
+            self.call = session.make_callable(self.fetches, feed_list=list(self.inputs))
         except Exception:   # noqa: BLE001 - session.run then says what is wrong
-            return False
-        self.session, self.handler = session, handler
-        self.fetch_list, self.target_list = fetch_list, target_list
-        return True
+            self.call = None
 
     def run(self, session: Any, batch: Sequence[Any]) -> list[Any] | None:
         """The results of the fetches, or ``None`` when ``session.run`` must serve this step."""
         if len(batch) != len(self.inputs) or not self._fits(batch):
             return None
-        if session is not self.session and not self._bind(session):
-            return None
-        if getattr(session, '_closed', True):
-            return None   # session.run raises its own error
-        feed = dict(zip(self.refs, batch))
-        try:
-            results = session._do_run(None, self.target_list, self.fetch_list, feed, None, None)
-        except (TypeError, AttributeError):
-            # not TensorFlow's errors of a step (those are OpErrors) but a TensorFlow
-            # whose internals differ: no step ran; session.run serves from now on
-            self.session = _UNUSABLE
-            return None
-        return self.handler.build_results(session, results)
+        if session is not self.session:
+            self._bind(session)
+        call = self.call
+        return None if call is None else call(*batch)
 
 
 class StepRunner:

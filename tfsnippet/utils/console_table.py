@@ -95,15 +95,15 @@ class ConsoleTable:
         Args:
             title: The text, at the left.
             right_title: Optional text at the right end of the same line (the
-                table is widened to keep `col_space` spaces between the two).
+                table is widened to keep at least one space between the two).
 
         Example:
             >>> t = ConsoleTable(2)
             >>> t.add_title('Epoch 3', '12.5s')
             >>> t.add_row(['loss', 0.25])
             >>> print(t.format())
-            Epoch 3   12.5s
-            loss       0.25
+            Epoch 3 12.5s
+            loss     0.25
         """
         right = None if right_title is None else str(right_title)
         self._rows.append((_TITLE, (str(title), right)))
@@ -146,8 +146,8 @@ class ConsoleTable:
                 widths = [max(w, len(c)) for w, c in zip(widths, content)]
             elif kind == _TITLE:
                 left, right = content
-                width = len(left) if right is None else (
-                    len(left) + self._col_space + len(right))
+                # as classic: at least one space between the two parts
+                width = len(left) if right is None else len(left) + 1 + len(right)
                 title_width = max(title_width, width)
         table_width = sum(widths) + self._col_space * (self._col_count - 1)
         if title_width > table_width:

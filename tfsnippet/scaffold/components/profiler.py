@@ -14,6 +14,7 @@ from ...utils.events import EventHandle
 from ...utils.files import check_writable_dir
 from ...utils.validation import short_repr
 from ..event_keys import EventKeys
+from ..metrics.console import MetricGroup
 from .base import LoopComponent
 
 __all__ = ['Profiler', 'BREAKDOWN_PARTS']
@@ -28,6 +29,11 @@ BREAKDOWN_PARTS = (
     ('time_share_summaries', 'summaries'),
     ('time_share_loop', 'loop bookkeeping'),
 )
+
+#: How the shares read on a log line: one ``time share`` entry, in the order above.
+_LINE_ENTRY = MetricGroup('time share', {name: name[len('time_share_'):]
+                                         for name, _ in BREAKDOWN_PARTS},
+                          lambda share: f'{share:.0%}')
 
 
 def _check_window(window: Any, arg: str) -> tuple[int, int] | None:
@@ -73,10 +79,12 @@ class Profiler(LoopComponent):
     end of the epoch if it prints none; a save after the report counts in
     the next epoch.  The shares (each in
     ``[0, 1]``, summing to 1) are collected as the metrics
-    ``time_share_data``... so the epoch line, the summaries and every sink
-    receive them; `print_breakdown` also prints one line of percentages
-    and seconds.  The clock is read only at the boundaries the loop passes
-    (each step's start and end, the step loop's, the epoch's); without
+    ``time_share_data``... so the summaries and every sink receive them;
+    the epoch line shows them as one entry, ``time share: data 10%, step
+    80%, outside 5%, checkpoint 3%, summaries 1%, loop 1%``, and
+    `print_breakdown` also prints one line of percentages and seconds.
+    The clock is read only at the boundaries the loop passes (each step's
+    start and end, the step loop's, the epoch's); without
     `breakdown` the component adds nothing per step.
 
     Args:
@@ -133,6 +141,7 @@ class Profiler(LoopComponent):
         self._reported_epoch = 0
         #: the last epoch's breakdown, ``{metric name: share}`` and ``'seconds'``
         self.last_breakdown: dict[str, float] | None = None
+        self._ungroup: Any = None   # undoes the one-entry form of the shares on log lines
 
     @property
     def state_key(self) -> str:
@@ -319,6 +328,7 @@ class Profiler(LoopComponent):
                     self._handle = self.subscribe(loop, EventKeys.BEFORE_EPOCH,
                                                   self._before_epoch)
         if self._breakdown:
+            self._ungroup = loop.console.group(_LINE_ENTRY)
             self._clock = loop.clock
             self._started = False
             self._reported_epoch = loop.epoch
@@ -336,6 +346,9 @@ class Profiler(LoopComponent):
 
     def on_exit(self, loop: Any, error: BaseException | None) -> None:
         self._handle = None   # removed with the component's other handlers
+        if self._ungroup is not None:
+            self._ungroup()
+            self._ungroup = None
         if self._tracing:   # left inside the window: keep what was traced
             self._stop_trace(loop, complete=False)
 

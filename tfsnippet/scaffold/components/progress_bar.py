@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,14 @@ class ProgressBar(LoopComponent):
     steps of the previous epoch, or in the first epoch the number of batches
     of its data when that is known (a list, a DataFlow).
 
+    On a terminal a printed line erases the bar and the bar is redrawn
+    below it.  A stream that is not a tty (``file``, standard error by
+    default, redirected to a log file or a pipe) cannot erase: there each
+    line the loop prints first ends the bar's current state with a newline,
+    so the bar's last state and the loop's line never share a line.  Pass
+    ``disable=None`` to write no bar at all into a stream that is not a tty
+    (tqdm's rule), so such a log holds the loop's lines alone.
+
     Args:
         leave: Keep each epoch's finished bar on screen.
         **tqdm_kwargs: Further arguments of ``tqdm.tqdm`` (``file``,
@@ -32,6 +41,7 @@ class ProgressBar(LoopComponent):
     def __init__(self, leave: bool = False, **tqdm_kwargs: Any):
         self._leave = leave
         self._kwargs = tqdm_kwargs
+        self._terminal = True   # whether the bar's stream is a tty (known when it opens)
         self._bar: tqdm.tqdm | None = None
         self._unwrap: Callable[[], None] | None = None
 
@@ -42,14 +52,22 @@ class ProgressBar(LoopComponent):
         self.subscribe(loop, EventKeys.AFTER_EPOCH, self._close)
 
     def _write(self, emit: Callable[[str], Any], line: str) -> None:
-        if self._bar is not None:
-            with self._bar.external_write_mode():
+        bar = self._bar
+        if bar is None or bar.disable:
+            emit(line)
+        elif self._terminal:
+            with bar.external_write_mode():
                 emit(line)
-        else:
+        else:   # a stream without `\r` erasing: end the bar's line, then the loop's
+            bar.fp.write('\n')
+            bar.fp.flush()
             emit(line)
 
     def _open(self, loop: Any) -> None:
         self._close(loop)
+        stream = self._kwargs.get('file') or sys.stderr
+        isatty = getattr(stream, 'isatty', None)
+        self._terminal = bool(isatty is not None and isatty())
         total = None if loop.steps_per_epoch is None else int(round(loop.steps_per_epoch))
         desc = f'Epoch {loop.epoch}' + ('' if loop.max_epoch is None else f'/{loop.max_epoch}')
         self._bar = tqdm.tqdm(total=total, desc=desc, leave=self._leave, unit='step',

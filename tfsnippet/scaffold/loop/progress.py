@@ -161,7 +161,8 @@ class LoopProgress:
         if skip and notice is not None and isinstance(data, tf.data.Dataset):
             notice(f'Resuming epoch {self.epoch} of a `tf.data.Dataset` after {skip} steps: '
                    f'its first {skip} batches are skipped, and if it shuffles, the rest of '
-                   f'this epoch differs from the interrupted one (a DataFlow resumes exactly)')
+                   f'this epoch and every later epoch may differ from an uninterrupted run '
+                   f'(a DataFlow resumes exactly)')
         return skip
 
     def open_data(self, data: Any, flows: list[Any],

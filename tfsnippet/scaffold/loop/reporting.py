@@ -61,8 +61,10 @@ class LoopMetrics:
         if valid_metric_name:
             self.book.watch(valid_metric_name, self._on_valid_metric)
         self.results: dict[str, float] = {}
-        #: whether the last validation value was a new best (the `` (*)`` of the next line)
-        self.is_best = False
+        #: whether the latest validation value was a new best (the `` (*)`` of a step
+        #: line, as classic), and whether one was within this epoch (that of its line)
+        self.latest_is_best = False
+        self.best_in_epoch = False
         #: start of the running epoch and step timers (``None``: not running)
         self.epoch_start: float | None = None
         self.step_start: float | None = None
@@ -96,7 +98,7 @@ class LoopMetrics:
     def end_epoch_loop(self) -> None:
         """The epoch loop ended: no timer runs, the values are forgotten."""
         self.epoch_start = None
-        self.is_best = False
+        self.latest_is_best = self.best_in_epoch = False
         self.book.clear()
 
     # ------------------------------------------------------------ timers
@@ -130,7 +132,9 @@ class LoopMetrics:
 
     def _on_valid_metric(self, value: float) -> None:
         improved = self.valid_monitor.update(value)  # type: ignore[union-attr]
-        self.is_best = improved
+        self.latest_is_best = improved
+        if improved:
+            self.best_in_epoch = True
         loop = self._loop
         for c in loop.components:
             c.on_valid_metric(loop, value, improved)
@@ -216,9 +220,11 @@ class LoopMetrics:
         if not within_step:   # what this epoch announces when it ends
             self._keep_printed_epoch(stats)
         line = self.console.format_stats(stats)
-        if self.is_best:
+        if self.latest_is_best if within_step else self.best_in_epoch:
             line += ' (*)'
-            self.is_best = False
+        self.latest_is_best = False
+        if not within_step:
+            self.best_in_epoch = False
         self.println(line, with_tag=True)
         metric_stats = {k: v for k, v in stats.items() if not is_time_metric(k)}
         time_stats = {k: v for k, v in stats.items() if is_time_metric(k)}
@@ -260,6 +266,7 @@ class LoopMetrics:
         collective is run); without a line, the process's own.
         """
         stats = self.book.close_epoch()
+        self.best_in_epoch = False
         printed, self._printed_epoch = self._printed_epoch, None
         if cut_short and printed is None:
             return
@@ -401,7 +408,10 @@ def notice(self: TrainLoop, message: str) -> None:
 
 def print_logs(self: TrainLoop) -> None:
     """Print the step (inside a step loop) or epoch statistics since the last
-    print, then clear them; `` (*)`` marks a new best validation metric.
+    print, then clear them; `` (*)`` marks a new best validation metric: a
+    step line if the latest validation value (since the last line) was one,
+    the epoch's line if one was reached at any time in the epoch (since its
+    last line).
 
     The matching timer stops first.  ``METRIC_STATS_PRINTED`` and
     ``TIME_METRIC_STATS_PRINTED`` then fire with ``{name: StatisticsCollector}``.

@@ -17,7 +17,10 @@ epoch is shuffled as the uninterrupted run's (``reshuffle_each_iteration``).
 
 A pipeline TensorFlow cannot save (a Python generator source,
 ``from_generator`` or ``py_function``) is reported once; resuming it
-re-reads its epoch and skips the batches done.
+re-reads its epoch and skips the batches done.  A new iterator starts the
+shuffle seeds over: in eager mode a pipeline that reshuffles each epoch
+then serves other orders than an uninterrupted run, in the rest of that
+epoch and in every later one (the resume notice says so).
 
 **Graph mode** (``tf.compat.v1`` sessions): a Dataset given to
 ``iter_steps`` is read through an initializable iterator built once, the
@@ -94,6 +97,20 @@ class _GraphReader:
 
     def restore(self, prefix: str) -> None:
         self.saver.restore(self.session, prefix)
+
+
+#: What a resume by skipping changes, in eager mode (True) and in graph mode: a
+#: new iterator starts the shuffle seeds over, so a reshuffling pipeline serves
+#: the orders of the epochs before this one, here and in every later epoch; a
+#: graph iterator repeats a seeded shuffle's order every epoch anyway.
+_SKIP_CAVEAT = {
+    True: 'its shuffle seeds start over here, so if it shuffles unseeded or reshuffles '
+          'each epoch (the default), the rest of this epoch and every later epoch differ '
+          'from an uninterrupted run',
+    False: 'if it shuffles unseeded, the rest of this epoch and every later epoch differ '
+           'from an uninterrupted run (a seeded shuffle repeats its order each epoch in '
+           'graph mode: those are exact)',
+}
 
 
 def _size_of(prefix: str) -> int:
@@ -191,8 +208,7 @@ class DatasetPositions:
         self._slots[index] = _Slot(data, iterator, epoch, saveable, reader)
         if skip and notice is not None:
             notice(f'Resuming epoch {epoch} of a `tf.data.Dataset` after {skip} steps: {why}, '
-                   f'so its first {skip} batches are skipped, and if it shuffles, the rest of '
-                   f'this epoch differs from the interrupted one')
+                   f'so its first {skip} batches are skipped; {_SKIP_CAVEAT[reader is None]}')
         return iterator, skip
 
     def _reader(self, data: Any) -> _GraphReader:

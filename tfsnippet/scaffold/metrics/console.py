@@ -16,16 +16,27 @@ from .values import is_time_metric
 if TYPE_CHECKING:  # pragma: no cover
     from ...backend.base import Backend
 
-__all__ = ['MetricFormatter', 'DefaultMetricFormatter', 'Console', 'format_metric_stats']
+__all__ = ['MetricFormatter', 'DefaultMetricFormatter', 'MetricGroup', 'Console',
+           'format_metric_stats']
 
 
 def format_metric_stats(stats: Mapping[str, StatisticsCollector],
-                        formatter: MetricFormatter) -> str:
-    """``'name: mean (±stddev); ...'`` for the collectors that have values."""
+                        formatter: MetricFormatter,
+                        groups: Iterable[MetricGroup] = ()) -> str:
+    """``'name: mean (±stddev); ...'`` for the collectors that have values; the
+    members of each of `groups` make one entry, where the first of them would be."""
+    member_of = {name: group for group in groups for name in group.members}
     pieces = []
+    printed: set[int] = set()
     for name in formatter.sort_metrics(stats):
         c = stats[name]
         if not c.has_value:
+            continue
+        group = member_of.get(name)
+        if group is not None:
+            if id(group) not in printed:   # its first member: the group's entry
+                printed.add(id(group))
+                pieces.append(group.format(stats))
             continue
         text = f'{name.replace("_", " ")}: {formatter.format_metric(name, c.mean)}'
         if c.counter > 1:
@@ -72,6 +83,32 @@ class DefaultMetricFormatter(MetricFormatter):
         return f'{value:.6g}'
 
 
+class MetricGroup:
+    """Metrics printed as one entry of a log line: ``'label: a 80%, b 20%'``.
+
+    Args:
+        label: The entry's name.
+        members: ``{metric name: its short name in the entry}``, in the order
+            printed.
+        format_value: Formats the mean of a member (its statistics over the
+            line; a member without values is left out).
+    """
+
+    def __init__(self, label: str, members: Mapping[str, str],
+                 format_value: Callable[[float], str]):
+        self.label = label
+        self.short = dict(members)
+        self.members = list(self.short)
+        self.format_value = format_value
+
+    def format(self, stats: Mapping[str, StatisticsCollector]) -> str:
+        """The entry of the members in `stats`."""
+        values = ', '.join(f'{self.short[name]} {self.format_value(float(stats[name].mean))}'
+                           for name in self.members
+                           if name in stats and stats[name].has_value)
+        return f'{self.label}: {values}'
+
+
 class Console:
     """The loop's console line: the ``[Epoch e/E, Step s/S, ETA t]`` tag, the
     metric formatter, the ETA estimate and the function lines go to.
@@ -101,6 +138,7 @@ class Console:
         self._clock = clock
         self._eta: ETA | None = None
         self._wrappers: list[Callable[[Callable[[str], Any], str], Any]] = []
+        self._groups: list[MetricGroup] = []
         self._muted = False   # a worker that is not the chief: the builtin print is silent
 
     def enter(self, backend: Backend) -> None:
@@ -132,6 +170,18 @@ class Console:
             if wrapper in self._wrappers:
                 self._wrappers.remove(wrapper)
         return unwrap
+
+    def group(self, group: MetricGroup) -> Callable[[], None]:
+        """Print the members of `group` as one entry of each log line (a
+        component's family of metrics); return the undo function."""
+        if not isinstance(group, MetricGroup):
+            raise TypeError(f'`group` must be a MetricGroup, got {group!r}')
+        self._groups.append(group)
+
+        def ungroup() -> None:
+            if group in self._groups:
+                self._groups.remove(group)
+        return ungroup
 
     def println(self, message: str) -> None:
         """Send `message` to `print_func`, through the wrappers (last added outermost)."""
@@ -183,7 +233,7 @@ class Console:
 
     def format_stats(self, stats: Mapping[str, StatisticsCollector]) -> str:
         """The metric part of a log line."""
-        return format_metric_stats(stats, self.formatter)
+        return format_metric_stats(stats, self.formatter, self._groups)
 
 
 def _silent(line: str) -> None:
