@@ -117,3 +117,29 @@ def test_a_checkpoint_without_the_partial_statistics_still_resumes(style, tmp_pa
             loop.print_logs()
     assert lines[-1].startswith('[Step 10] epoch time: ')
     assert lines[-1].endswith('; loss: 9 (±0.816497)')   # steps 8 to 10
+
+
+class HeldRows(Rows):
+    """A sink that keeps its rows across attempts and drops the replayed ones."""
+
+    def __init__(self):
+        super().__init__()
+        self.told = []
+
+    def resumed(self, step, epoch):
+        self.told.append((step, epoch))
+        self.rows = [row for row in self.rows
+                     if (row[1] <= step if row[0] == 'step_log' else row[2] < epoch)]
+
+
+@pytest.mark.parametrize('step_freq,told', [(7, (7, 1)), (5, (10, 1))])
+def test_a_sink_told_of_the_resume_holds_each_epoch_once(style, tmp_path, step_freq, told):
+    model = Model(style)
+    _, want_rows, _ = reference(model, tmp_path, step_freq)
+    held = HeldRows()
+    with pytest.raises(KeyboardInterrupt):   # epoch 1's line was sent after the checkpoint
+        run(model, tmp_path / 'run', [], held, step_freq, interrupt_at=13)
+    assert held.told == []
+    run(model, tmp_path / 'run', [], held, step_freq)
+    assert held.told == [told]
+    assert held.rows == want_rows

@@ -109,6 +109,10 @@ class _EpochBuffer:
         """Keep the best values, written at the next flush."""
         self._best.update(values)
 
+    def resumed(self, step: int, epoch: int) -> None:
+        """The epochs from `epoch` on are replayed: forget those kept."""
+        self._epochs = [e for e in self._epochs if e[1] < epoch]
+
     def _take(self) -> tuple[list[tuple[int, int, Mapping[str, Mapping[str, Any]]]],
                              dict[str, float]]:
         """The kept epochs and best values, forgotten here."""
@@ -238,6 +242,12 @@ class StoreSink(_EpochBuffer):
         finally:
             self.finish(status)
 
+    def resumed(self, step: int, epoch: int) -> None:
+        """The epochs from `epoch` on are replayed: the store forgets its rows of
+        them now, the replay writes them again (never a mix of two attempts)."""
+        super().resumed(step, epoch)
+        self._store.forget_epochs(self._id(), epoch)
+
     # ------------------------------------------------------------ one call, one transaction
     def log_epoch(self, step: int, epoch: int, metrics: Mapping[str, float]) -> None:
         self._store.log_epoch_metrics(self._id(), step, epoch, metrics)
@@ -304,6 +314,12 @@ class RecordsSink(_EpochBuffer):
     def write_results(self, values: Mapping[str, float]) -> None:
         """Write final results now."""
         self._writer.write(['results', _checked_values(values)])
+
+    def resumed(self, step: int, epoch: int) -> None:
+        """The epochs from `epoch` on are replayed: a record says the store forgets
+        its rows of them (before the replay's records)."""
+        super().resumed(step, epoch)
+        self._writer.write(['forget_epochs', int(epoch)])
 
     def flush(self) -> None:
         """Write the kept epochs and best values as one record (or a heartbeat)."""
