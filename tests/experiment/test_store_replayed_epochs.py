@@ -41,3 +41,37 @@ def test_forget_epochs_checks_the_epoch(tmp_path):
     store = spt.ResultsStore(str(tmp_path))
     with pytest.raises(ValueError, match=r'^`epoch` must be >= 0, got -1$'):
         store.forget_epochs('r', -1)
+
+
+def test_a_run_sink_of_the_earlier_interface_is_told_of_the_replay():
+    from tfsnippet.experiment.sinks import as_metric_sink
+
+    class Earlier:
+        def __init__(self):
+            self.calls = []
+
+        def start(self, run_id, name, config, info):
+            pass
+
+        def log_epoch(self, step, epoch, metrics):
+            self.calls.append(('log_epoch', epoch))
+
+        def log_best(self, values):
+            pass
+
+        def log_results(self, values):
+            pass
+
+        def finish(self, status):
+            pass
+
+        def resumed(self, step, epoch):
+            self.calls.append(('resumed', step, epoch))
+
+    inner = Earlier()
+    sink = as_metric_sink(inner)
+    for epoch in (1, 2):
+        sink.write_stats('epoch', epoch * 4, epoch, {'loss': {'mean': 1., 'std': 0., 'count': 4}})
+    sink.resumed(5, 2)   # epoch 2, kept for the next flush, is replayed: it is dropped
+    sink.flush()
+    assert inner.calls == [('resumed', 5, 2), ('log_epoch', 1)]

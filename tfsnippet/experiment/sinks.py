@@ -62,7 +62,9 @@ class RunSink(Protocol):
     flush (``[(step, epoch, means), ...]``) and the best values (or ``None``)
     in one call instead; one that has ``log_epoch_stats(step, epoch,
     stats)`` gets the full statistics ``{name: {'mean': m, 'std': s,
-    'count': n}}`` there instead of :meth:`log_epoch`.
+    'count': n}}`` there instead of :meth:`log_epoch`; one that has
+    ``resumed(step, epoch)`` is told when a resumed run replays the epochs
+    from `epoch` on (see :meth:`~tfsnippet.scaffold.metrics.sinks.MetricSink.resumed`).
 
     **Errors**: an ``Exception`` raised by a sink never stops training.  It
     is reported once (a :class:`~tfsnippet.scaffold.metrics.sinks.SinkError`
@@ -142,6 +144,12 @@ class _RunSinkAdapter(_EpochBuffer):
 
     def write_results(self, values: Mapping[str, float]) -> None:
         self._call('log_results', dict(values))
+
+    def resumed(self, step: int, epoch: int) -> None:
+        """Forget the kept epochs from `epoch` on, and tell the sink if it has ``resumed``."""
+        super().resumed(step, epoch)
+        if callable(getattr(self.sink, 'resumed', None)):
+            self._call('resumed', step, epoch)
 
     def flush(self) -> None:
         epochs, best = self._take()
