@@ -950,6 +950,15 @@ class _RunSink:
             if multi is not None:
                 multi.flush()
 
+    def resumed(self, step: int, epoch: int) -> None:
+        """Tell the sinks that the epochs from `epoch` on are replayed (the store
+        forgets its rows of them; see ``MetricSink.resumed``)."""
+        exp = self._experiment
+        with exp._lock:
+            multi = exp._recording_sinks()
+            if multi is not None:
+                multi.resumed(step, epoch)
+
     def close(self, status: str) -> None:
         """Nothing: the Experiment closes its sinks when its block is left."""
 

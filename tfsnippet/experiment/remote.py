@@ -335,6 +335,8 @@ def _apply_op(store: ResultsStore, run_id: str, op: Any) -> None:
         store.update_results(run_id, args[0])
     elif kind == 'status':
         store.set_status(run_id, args[0])
+    elif kind == 'forget_epochs':
+        store.forget_epochs(run_id, int(args[0]))
     else:
         raise ValueError(f'unknown record kind {kind!r}')
 

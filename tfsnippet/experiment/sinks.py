@@ -62,7 +62,9 @@ class RunSink(Protocol):
     flush (``[(step, epoch, means), ...]``) and the best values (or ``None``)
     in one call instead; one that has ``log_epoch_stats(step, epoch,
     stats)`` gets the full statistics ``{name: {'mean': m, 'std': s,
-    'count': n}}`` there instead of :meth:`log_epoch`.
+    'count': n}}`` there instead of :meth:`log_epoch`; one that has
+    ``resumed(step, epoch)`` is told when a resumed run replays the epochs
+    from `epoch` on (see :meth:`~tfsnippet.scaffold.metrics.sinks.MetricSink.resumed`).
 
     **Errors**: an ``Exception`` raised by a sink never stops training.  It
     is reported once (a :class:`~tfsnippet.scaffold.metrics.sinks.SinkError`
@@ -109,6 +111,10 @@ class _EpochBuffer:
         """Keep the best values, written at the next flush."""
         self._best.update(values)
 
+    def resumed(self, step: int, epoch: int) -> None:
+        """The epochs from `epoch` on are replayed: forget those kept."""
+        self._epochs = [e for e in self._epochs if e[1] < epoch]
+
     def _take(self) -> tuple[list[tuple[int, int, Mapping[str, Mapping[str, Any]]]],
                              dict[str, float]]:
         """The kept epochs and best values, forgotten here."""
@@ -138,6 +144,12 @@ class _RunSinkAdapter(_EpochBuffer):
 
     def write_results(self, values: Mapping[str, float]) -> None:
         self._call('log_results', dict(values))
+
+    def resumed(self, step: int, epoch: int) -> None:
+        """Forget the kept epochs from `epoch` on, and tell the sink if it has ``resumed``."""
+        super().resumed(step, epoch)
+        if callable(getattr(self.sink, 'resumed', None)):
+            self._call('resumed', step, epoch)
 
     def flush(self) -> None:
         epochs, best = self._take()
@@ -238,6 +250,12 @@ class StoreSink(_EpochBuffer):
         finally:
             self.finish(status)
 
+    def resumed(self, step: int, epoch: int) -> None:
+        """The epochs from `epoch` on are replayed: the store forgets its rows of
+        them now, the replay writes them again (never a mix of two attempts)."""
+        super().resumed(step, epoch)
+        self._store.forget_epochs(self._id(), epoch)
+
     # ------------------------------------------------------------ one call, one transaction
     def log_epoch(self, step: int, epoch: int, metrics: Mapping[str, float]) -> None:
         self._store.log_epoch_metrics(self._id(), step, epoch, metrics)
@@ -304,6 +322,12 @@ class RecordsSink(_EpochBuffer):
     def write_results(self, values: Mapping[str, float]) -> None:
         """Write final results now."""
         self._writer.write(['results', _checked_values(values)])
+
+    def resumed(self, step: int, epoch: int) -> None:
+        """The epochs from `epoch` on are replayed: a record says the store forgets
+        its rows of them (before the replay's records)."""
+        super().resumed(step, epoch)
+        self._writer.write(['forget_epochs', int(epoch)])
 
     def flush(self) -> None:
         """Write the kept epochs and best values as one record (or a heartbeat)."""

@@ -18,8 +18,8 @@ from typing import Any, Union
 
 from ..utils.status import RUN_STATUSES, STALE
 from ..utils.text import close_matches_hint, typed_repr
-from .store_sql import (DB_FILENAME, IN_CHUNK, RUN_COLUMNS, SCHEMA_SQL, SCHEMA_VERSION,
-                        UPSERT_EPOCH_METRIC, UPSERT_RESULT_METRIC)
+from .store_sql import (DB_FILENAME, FORGET_EPOCHS, IN_CHUNK, RUN_COLUMNS, SCHEMA_SQL,
+                        SCHEMA_VERSION, UPSERT_EPOCH_METRIC, UPSERT_RESULT_METRIC)
 
 __all__ = ['ResultsStore', 'RunRow', 'EpochRow', 'RUN_STATUSES', 'STALE', 'DB_FILENAME',
            'SCHEMA_VERSION', 'flatten_config']
@@ -542,6 +542,19 @@ class ResultsStore:
                          'AND (epoch IS NULL OR epoch <= ?)',
                          (last_epoch, last_step, run_id, last_epoch))
             self._register_fields(conn, 'metrics', latest)
+
+    def forget_epochs(self, run_id: str, epoch: int) -> None:
+        """Forget the statistics of the epochs from `epoch` on (a resumed run replays
+        them), in one transaction; a metric's latest value goes back to the last
+        epoch kept.
+
+        Raises:
+            TypeError, ValueError: `epoch` is not an int >= 0.
+        """
+        _check_count(epoch, 'epoch')
+        with self._write() as conn:
+            for statement in FORGET_EPOCHS:
+                conn.execute(statement, {'run': run_id, 'epoch': epoch})
 
     def set_best(self, run_id: str, values: Mapping[str, float]) -> None:
         """Record best values (``best.<name>`` in queries), replacing earlier ones.

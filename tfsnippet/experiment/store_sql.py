@@ -7,7 +7,7 @@ that the layout reads in one place; a change to it bumps
 
 from __future__ import annotations
 
-__all__ = ['DB_FILENAME', 'SCHEMA_VERSION', 'SCHEMA_SQL', 'UPSERT_EPOCH_METRIC',
+__all__ = ['DB_FILENAME', 'SCHEMA_VERSION', 'SCHEMA_SQL', 'UPSERT_EPOCH_METRIC', 'FORGET_EPOCHS',
            'UPSERT_RESULT_METRIC', 'RUN_COLUMNS', 'IN_CHUNK']
 
 DB_FILENAME = 'results.sqlite'
@@ -69,6 +69,20 @@ INSERT INTO metrics (run_id, name, value, epoch, source) VALUES (?, ?, ?, ?, 'ep
 ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value, epoch = excluded.epoch
 WHERE metrics.source = 'epoch' AND excluded.epoch >= metrics.epoch
 """
+# Forget the epochs of a run from one on (`:run` the run id, `:epoch` that epoch, in
+# each statement): their rows, the latest epoch values they gave, and the run's last epoch.
+FORGET_EPOCHS = (
+    'DELETE FROM epochs WHERE run_id = :run AND epoch >= :epoch',
+    "DELETE FROM metrics WHERE run_id = :run AND source = 'epoch' AND epoch >= :epoch",
+    """INSERT INTO metrics (run_id, name, value, epoch, source)
+SELECT e.run_id, e.name, e.mean, e.epoch, 'epoch' FROM epochs e
+WHERE e.run_id = :run AND e.epoch = (SELECT MAX(epoch) FROM epochs
+                                   WHERE run_id = :run AND name = e.name)
+ON CONFLICT (run_id, name) DO NOTHING""",
+    """UPDATE runs SET epoch = (SELECT MAX(epoch) FROM epochs WHERE run_id = :run),
+    step = (SELECT step FROM epochs WHERE run_id = :run ORDER BY epoch DESC, step DESC LIMIT 1)
+WHERE run_id = :run AND epoch >= :epoch""",
+)
 UPSERT_RESULT_METRIC = """
 INSERT INTO metrics (run_id, name, value, epoch, source) VALUES (?, ?, ?, NULL, 'results')
 ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value, epoch = NULL,

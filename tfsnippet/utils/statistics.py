@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -158,3 +158,46 @@ class StatisticsCollector:
         if not self._shape:
             mean, square = float(mean), float(square)
         self._add_moments(mean, square, batch_weight, batch_size)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The collector's moments as plain data (floats, or arrays for a
+        `shape`), from which :meth:`load_state_dict` puts back exactly the
+        same statistics (a checkpoint stores an epoch's partial statistics so)."""
+        moments = (self._mean, self._square) if not self._shape else \
+            (self._mean.copy(), self._square.copy())
+        return {'shape': list(self._shape), 'mean': moments[0], 'square': moments[1],
+                'weight_sum': self._weight_sum, 'counter': self._counter}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Put back the moments of :meth:`state_dict`.
+
+        Raises:
+            KeyError: A key of :meth:`state_dict` is missing.
+            ValueError: The saved shape is not :attr:`shape`.
+        """
+        missing = [k for k in ('shape', 'mean', 'square', 'weight_sum', 'counter')
+                   if k not in state]
+        if missing:
+            raise KeyError(f'`state` lacks the keys {missing} of a StatisticsCollector: '
+                           f'got {sorted(state)}')
+        shape = tuple(int(s) for s in state['shape'])
+        if shape != self._shape:
+            raise ValueError(f'`state` holds statistics of shape {shape}, this collector '
+                             f'has shape {self._shape}')
+        if not shape:
+            self._mean, self._square = float(state['mean']), float(state['square'])
+        else:
+            self._mean = np.array(state['mean'], dtype=np.float64).reshape(shape)
+            self._square = np.array(state['square'], dtype=np.float64).reshape(shape)
+        self._weight_sum = float(state['weight_sum'])
+        self._counter = int(state['counter'])
+
+    @classmethod
+    def from_state_dict(cls, state: Mapping[str, Any]) -> StatisticsCollector:
+        """A new collector holding the statistics of :meth:`state_dict`."""
+        if not isinstance(state, Mapping) or 'shape' not in state:
+            raise KeyError(f'`state` is not the state of a StatisticsCollector: '
+                           f'got {state!r:.80}')
+        collector = cls(tuple(state['shape']))
+        collector.load_state_dict(state)
+        return collector

@@ -31,6 +31,12 @@ class MetricRecorder(LoopComponent):
     `close`, it then closes them with the loop's status.  It costs the step
     loop nothing (no per-step handler).
 
+    When the loop resumed from a checkpoint, the sinks are told first
+    (``resumed(step, epoch)``, see
+    :meth:`~tfsnippet.scaffold.metrics.sinks.MetricSink.resumed`): what the
+    interrupted run sent after its checkpoint is sent again, and a sink
+    that keeps rows drops those of the replayed epochs.
+
     The sinks are called through a
     :class:`~tfsnippet.scaffold.metrics.sinks.MultiSink`: a sink that raises
     is reported once and not called again.  Every process of a
@@ -85,6 +91,9 @@ class MetricRecorder(LoopComponent):
     def on_enter(self, loop: TrainLoop) -> None:
         self._last_flush = loop.clock()
         self._improved = False
+        progress = loop.progress
+        if progress.step or progress.epoch:   # resumed: what follows the checkpoint is replayed
+            self._sink.resumed(progress.step, progress.next_epoch)
         self.subscribe(loop, EventKeys.METRIC_STATS_REDUCED, self._on_reduced)
 
     def _on_reduced(self, loop: TrainLoop, scope: str,

@@ -259,13 +259,16 @@ class TrainLoop(DisposableContext):
     def state_dict(self) -> dict[str, Any]:
         """The loop's persistent state as plain data (for checkpoints): counters, the
         best validation metric, the components' states and, inside an epoch, how
-        far it went and where each DataFlow of :meth:`iter_steps` is."""
+        far it went, where each DataFlow of :meth:`iter_steps` is and the epoch's
+        statistics so far (``'epoch_metrics'``, see :meth:`LoopMetrics.state_dict`)."""
         state = self._progress.state_dict(self._iter.dataflows)
         monitor = self._metrics.valid_monitor
         state['best_valid_metric'] = monitor.best if monitor else None
         state['valid_monitor'] = monitor.state_dict() if monitor else None
         state['stop_reason'] = self._iter.stop_reason if self._iter.stop_requested else None
         state['components'] = self._components.state_dict()
+        if state['epoch_steps'] is not None:   # inside an epoch: its statistics so far
+            state['epoch_metrics'] = self._metrics.state_dict()
         return state
 
     def check_state_dict(self, state: Any) -> None:
@@ -298,6 +301,14 @@ class TrainLoop(DisposableContext):
         if self._iter.within_epoch:
             raise RuntimeError('`load_state_dict()` cannot be called while an epoch loop is open')
         self._progress.load_state_dict(state)
+        partial = state.get('epoch_metrics')
+        # an epoch to continue goes on from its statistics so far (a checkpoint of an
+        # earlier version has none: the epoch's statistics then start at the resume);
+        # under multi-worker training each worker kept its own, and only the chief's
+        # are saved: the resumed epoch's statistics start at the resume there
+        if partial is not None and self._progress.resume_epoch_steps is not None and \
+                self._dist.backend.num_workers == 1:
+            self._metrics.load_state_dict(partial)
         monitor = self._metrics.valid_monitor
         if monitor is not None:
             monitor.load_state_dict(state.get('valid_monitor') or

@@ -85,7 +85,7 @@ class LoopIteration:
         # checked again: two generators may have been made before either started
         self._check_can_open_epoch_loop()
         self.within_epoch = True
-        loop, events, clock, progress = self._loop, self._events, self._clock, self.progress
+        loop, events, progress = self._loop, self._events, self.progress
         metrics = self.metrics
         if not self.stop_requested:
             self.stop_reason = None
@@ -105,7 +105,7 @@ class LoopIteration:
                     break
                 first = False
                 progress.begin_epoch()
-                metrics.epoch_start = clock()
+                metrics.start_epoch_timer()
                 events.fire(EventKeys.BEFORE_EPOCH, loop)
                 yield progress.epoch
                 progress.end_epoch()

@@ -111,6 +111,12 @@ class LoopProgress:
                    'exhausted (a generator or an iterator can be iterated only once; pass a '
                    'list, a DataFlow or a function of the epoch)')
 
+    @property
+    def next_epoch(self) -> int:
+        """The epoch the next iteration of ``iter_epochs`` runs: the current one
+        when a resume continues it, else the one after."""
+        return self.epoch if self.resume_epoch_steps is not None else self.epoch + 1
+
     def limit_reached(self, max_epoch: int | None, max_step: int | None) -> str | None:
         """``'max_epoch reached'``/``'max_step reached'`` when no further epoch may
         begin (an epoch to continue does not count against `max_epoch`), else ``None``."""

@@ -75,6 +75,8 @@ class LoopMetrics:
         self._printing_handlers = events.handlers(EventKeys.LOGS_PRINTING)
         #: the statistics of this epoch's epoch-level lines (merged across workers), if any
         self._printed_epoch: dict[str, StatisticsCollector] | None = None
+        #: the seconds a resumed epoch had taken before its checkpoint (see load_state_dict)
+        self._resume_elapsed: float | None = None
         #: whether the table of parameters was printed (a trainer then does not repeat it)
         self.summary_printed = False
 
@@ -97,9 +99,49 @@ class LoopMetrics:
 
     def end_epoch_loop(self) -> None:
         """The epoch loop ended: no timer runs, the values are forgotten."""
-        self.epoch_start = None
+        self.epoch_start = self._resume_elapsed = None
         self.latest_is_best = self.best_in_epoch = False
         self.book.clear()
+
+    # ------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """The current epoch's partial statistics, as plain data: the book's
+        (the values collected inside steps, see :meth:`MetricBook.state_dict`),
+        the seconds the epoch and the running step have taken so far, and
+        the `` (*)`` marks not printed yet (of the next step line and of the
+        epoch's line)."""
+        clock = self._clock
+        return {'book': self.book.state_dict(),
+                'epoch_elapsed': None if self.epoch_start is None else clock() - self.epoch_start,
+                'step_elapsed': None if self.step_start is None else clock() - self.step_start,
+                'latest_is_best': self.latest_is_best, 'best_in_epoch': self.best_in_epoch}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Put back the partial statistics of :meth:`state_dict`: the resumed
+        epoch goes on from them, its timer counting the seconds it had taken.
+
+        The ``epoch_time`` of a resumed epoch is the seconds it took up to
+        the checkpoint plus those it takes after the resume; the step that
+        was running when the checkpoint was taken counts as it went so far
+        (its ``step_time`` up to the save).  The time between the checkpoint
+        and the interruption is not counted: that work is done again.
+        """
+        if 'book' not in state:
+            raise KeyError(f'`state` lacks the key \'book\' of the partial statistics: got '
+                           f'{sorted(state)}')
+        self.book.load_state_dict(state['book'])
+        step_elapsed = state.get('step_elapsed')
+        if step_elapsed is not None:
+            self.book.add_time('step_time', float(step_elapsed), within_step=True)
+        elapsed = state.get('epoch_elapsed')
+        self._resume_elapsed = None if elapsed is None else float(elapsed)
+        self.latest_is_best = bool(state.get('latest_is_best'))
+        self.best_in_epoch = bool(state.get('best_in_epoch'))
+
+    def start_epoch_timer(self) -> None:
+        """Start the epoch timer; a resumed epoch's counts the seconds it had taken."""
+        elapsed, self._resume_elapsed = self._resume_elapsed, None
+        self.epoch_start = self._clock() - (elapsed or 0.)
 
     # ------------------------------------------------------------ timers
     def record_time(self, name: str, seconds: float) -> None:

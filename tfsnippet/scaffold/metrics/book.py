@@ -58,6 +58,13 @@ class MetricBook:
         self._outside_stats: dict[str, StatisticsCollector] = {}   # collected outside steps
         # this epoch's statistics, printed or not (handed out by `close_epoch`)
         self._closing: dict[str, StatisticsCollector] = {}
+        # the parts of `_epoch_stats` and `_closing` collected inside steps: what a
+        # checkpoint inside an epoch keeps (a resumed epoch runs its code outside
+        # the steps again, and collects those values again)
+        self._epoch_steps: dict[str, StatisticsCollector] = {}
+        self._closing_steps: dict[str, StatisticsCollector] = {}
+        self._step_targets = (self._step_stats, self._epoch_stats, self._closing,
+                              self._epoch_steps, self._closing_steps)
         # {metric name: type of its values} once checked, for a one-lookup check
         self._types: dict[str, type] = {}
         # {metric name: its watchers}; read-only outside the book (use `watch`)
@@ -192,13 +199,13 @@ class MetricBook:
     def _reduce_step_values(self) -> None:
         for name, values in self.step_pending.items():
             if values:
-                move_pending(name, values, (self._step_stats, self._epoch_stats, self._closing))
+                move_pending(name, values, self._step_targets)
 
     def compact(self) -> None:
         """Reduce long lists of pending values, bounding memory."""
         for name, values in self.step_pending.items():
             if len(values) >= PENDING_LIMIT:
-                move_pending(name, values, (self._step_stats, self._epoch_stats, self._closing))
+                move_pending(name, values, self._step_targets)
         for name, values in self.epoch_pending.items():
             if len(values) >= PENDING_LIMIT:
                 move_pending(name, values, (self._epoch_stats, self._closing))
@@ -248,8 +255,48 @@ class MetricBook:
         forget them (the printed statistics are not touched)."""
         self._reduce_step_values()
         self.end_epoch()
-        closed, self._closing = self._closing, {}
+        closed = dict(self._closing)
+        self._closing.clear()
+        self._closing_steps.clear()
         return closed
+
+    # ------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """The statistics of the values collected inside steps so far, as plain
+        data: what a checkpoint taken inside an epoch keeps, so that the resumed
+        epoch's lines, callbacks and sinks get the statistics of the whole epoch.
+
+        Values collected outside steps are not kept: a resumed epoch runs its
+        code outside the step loop again (a learning rate collected before
+        it is collected again).  The pending values are reduced first (as
+        :meth:`compact` would do), so a run that saves at a step and one
+        resumed from that save merge the same chunks and print the same
+        bits.  This reads the values to the host.
+        """
+        self._reduce_step_values()
+        return {'step': _states(self._step_stats), 'epoch': _states(self._epoch_steps),
+                'closing': _states(self._closing_steps), 'names': sorted(self.step_pending)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Put back the statistics of :meth:`state_dict` (those collected so far
+        are replaced; the watchers and the backend stay).
+
+        Raises:
+            KeyError: A part of the state is missing.
+        """
+        missing = [k for k in ('step', 'epoch', 'closing') if k not in state]
+        if missing:
+            raise KeyError(f'`state` lacks the parts {missing} of a MetricBook state: '
+                           f'got {sorted(state)}')
+        self.clear()
+        for key, targets in (('step', (self._step_stats,)),
+                             ('epoch', (self._epoch_stats, self._epoch_steps)),
+                             ('closing', (self._closing, self._closing_steps))):
+            for name, saved in state[key].items():
+                for target in targets:
+                    target[name] = StatisticsCollector.from_state_dict(saved)
+        for name in state.get('names') or ():
+            self.step_pending.setdefault(name, [])
 
     def seen(self, name: str) -> bool:
         """Whether metric `name` has been collected since the book was made."""
@@ -271,6 +318,7 @@ class MetricBook:
             if values:   # not printed, but still this epoch's
                 move_pending(name, values, (self._closing,))
         self._epoch_stats.clear()
+        self._epoch_steps.clear()
         self._outside_stats.clear()
 
     def clear(self, forget_names: bool = False) -> None:
@@ -288,6 +336,12 @@ class MetricBook:
         self._epoch_stats.clear()
         self._outside_stats.clear()
         self._closing.clear()
+        self._epoch_steps.clear()
+        self._closing_steps.clear()
+
+
+def _states(stats: Mapping[str, StatisticsCollector]) -> dict[str, Any]:
+    return {name: c.state_dict() for name, c in stats.items()}
 
 
 def _reduce_modes(reduce: str | Mapping[str, str] | None,

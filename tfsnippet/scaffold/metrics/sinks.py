@@ -86,6 +86,9 @@ class MetricSink:
     * :meth:`flush` -- write what is buffered (at the end of an epoch, every
       ``flush_secs`` of the recorder, and when the loop is left).
     * :meth:`close` -- the run ended with a status in :data:`CLOSE_STATUSES`.
+    * :meth:`resumed` (optional: a sink without it is not told) -- the run
+      goes on from a checkpoint: what the sink received of the epochs from
+      the one named on is sent again (a *replay*), see :meth:`resumed`.
 
     Values are plain floats (NaN allowed) and ints.  Attach a sink to a
     loop with ``loop.add_component(MetricRecorder(sink))`` (see
@@ -109,6 +112,19 @@ class MetricSink:
 
     def close(self, status: str) -> None:
         """The run ended: ``'completed'``, ``'failed'`` or ``'preempted'``."""
+
+    def resumed(self, step: int, epoch: int) -> None:
+        """The run resumed from a checkpoint taken at global `step`, and `epoch`
+        is the first epoch it runs (again); called when the loop is entered,
+        before anything of the resumed run is written.
+
+        What the interrupted run sent after its checkpoint is sent again
+        (a replay): the statistics of scope ``'epoch'`` and ``'epoch_log'``
+        of the epochs from `epoch` on, and those of ``'step_log'`` at steps
+        after `step`.  A sink that keeps what it received (a file, a table)
+        drops those rows here, or overwrites them when they come again, so
+        that it never holds an epoch twice.  The base class does nothing.
+        """
 
 
 def check_sink(sink: Any, what: str = '`sink`') -> Any:
@@ -200,6 +216,12 @@ class MultiSink(MetricSink):
     def flush(self) -> None:
         self._each('flush')
 
+    def resumed(self, step: int, epoch: int) -> None:
+        """Tell each live sink that has a ``resumed`` method (see :meth:`MetricSink.resumed`)."""
+        for sink in tuple(self._live):
+            if callable(getattr(sink, 'resumed', None)):
+                self.call(sink, 'resumed', step, epoch)
+
     def close(self, status: str) -> None:
         """Close every sink, those dropped included; an error is reported, not raised."""
         for sink in self._sinks:
@@ -259,6 +281,10 @@ class ChiefOnlySink(MetricSink):
     def close(self, status: str) -> None:
         if self.is_chief:
             self._sink.close(status)
+
+    def resumed(self, step: int, epoch: int) -> None:
+        if self.is_chief and callable(getattr(self._sink, 'resumed', None)):
+            self._sink.resumed(step, epoch)
 
     def __repr__(self) -> str:
         return f'chief_only({self._sink!r})'
