@@ -6,6 +6,8 @@ graph-mode child process, each with a `Style` whose helpers make variables,
 run updates and compute values the way that style does.
 """
 
+import contextlib
+
 STYLES = ('eager', 'graph')
 
 
@@ -31,10 +33,11 @@ class Style:
     def is_graph(self):
         return self.name == 'graph'
 
-    def variable(self, initial, name):
-        """A ``tf.Variable`` holding `initial`, already initialized in graph style."""
+    def variable(self, initial, name, dtype='float32'):
+        """A ``tf.Variable`` holding `initial` (float32 unless `dtype` says otherwise),
+        already initialized in graph style."""
         import tensorflow as tf
-        var = tf.Variable(initial, name=name, dtype=tf.float32)
+        var = tf.Variable(initial, name=name, dtype=dtype)
         if self.is_graph:
             self.session.run(var.initializer)
         return var
@@ -65,3 +68,32 @@ class Style:
         if self.is_graph:
             return self.session.run(x)
         return x.numpy()
+
+    def assign(self, var, value):
+        """Set `var` to `value` (one ``session.run`` of an ``assign`` op in graph style)."""
+        if self.is_graph:
+            self.session.run(var.assign(value))
+        else:
+            var.assign(value)
+
+    @contextlib.contextmanager
+    def new_run(self):
+        """A later run of the same program, as a new process would build it.
+
+        In graph style the block gets a fresh ``tf.Graph`` and its default session
+        (`graph` and `session` point at them until the block ends, when the session
+        is closed: read values inside it); in eager style nothing changes, as new
+        eager variables are already new objects.
+        """
+        if not self.is_graph:
+            yield self
+            return
+        import tensorflow as tf
+        outer = self.graph, self.session
+        graph = tf.Graph()
+        with graph.as_default(), tf.compat.v1.Session(graph=graph) as session:
+            self.graph, self.session = graph, session
+            try:
+                yield self
+            finally:
+                self.graph, self.session = outer
