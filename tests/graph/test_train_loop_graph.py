@@ -84,65 +84,6 @@ def test_graph_mode_training_on_digits(session, make_optimizer):
     assert loop.step == 30
 
 
-def test_print_training_summary_of_graph_variables_with_groups(session):
-    with v1.variable_scope('q_net'):
-        qw = v1.get_variable('w', [3, 2])
-        qb = v1.get_variable('b', [2])
-    with v1.variable_scope('p_net'):
-        pw = v1.get_variable('w', [2, 4])
-    beta = v1.get_variable('beta', [1])
-    lines = []
-    with spt.TrainLoop([qw, qb, pw, beta], var_groups=['q_net', 'p_net'],
-                       print_func=lines.append) as loop:
-        loop.print_training_summary()
-    assert '\n'.join(lines) == (
-        'Trainable Parameters (17 in total)\n'
-        '==================================\n'
-        'q_net/                (8 in total)\n'
-        '----------------------------------\n'
-        'w                        (3, 2)  6\n'
-        'b                        (2,)    2\n'
-        '\n'
-        'p_net/                (8 in total)\n'
-        '----------------------------------\n'
-        'w                        (2, 4)  8\n'
-        '\n'
-        'Other Parameters      (1 in total)\n'
-        '----------------------------------\n'
-        'beta                       (1,)  1\n'
-    )
-
-
-def test_print_training_summary_of_graph_variables(session):
-    with v1.variable_scope('dense'):
-        kernel = v1.get_variable('kernel', [784, 500])
-        bias = v1.get_variable('bias', [500])
-    lines = []
-    with spt.TrainLoop([kernel, bias], print_func=lines.append) as loop:
-        loop.print_training_summary()
-    assert lines == ['Trainable Parameters (392,500 in total)\n'
-                     '---------------------------------------\n'
-                     'dense/kernel        (784, 500)  392,000\n'
-                     'dense/bias          (500,)          500\n']
-
-
-def test_limits_given_as_graph_tensor_and_variable(session):
-    max_step = v1.get_variable('max_step', initializer=tf.constant(3))
-    session.run(max_step.initializer)
-    loop = spt.TrainLoop(max_epoch=tf.constant(2), max_step=max_step)
-    assert (loop.max_epoch, loop.max_step) == (2, 3)
-    assert type(loop.max_epoch) is int and type(loop.max_step) is int
-    steps = []
-    with loop:
-        for epoch in loop.iter_epochs():
-            for step, _ in loop.iter_steps(['a', 'b']):
-                steps.append((epoch, step))
-    assert steps == [(1, 1), (1, 2), (2, 3)]
-
-    loop.max_epoch = tf.constant(4) + 1         # a tensor computed in the graph
-    assert loop.max_epoch == 5
-
-
 def test_limit_tensor_without_a_session():
     with pytest.raises(RuntimeError, match=re.escape('No session is active')):
         spt.TrainLoop(max_epoch=tf.constant(2))

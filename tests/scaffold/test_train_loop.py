@@ -1,4 +1,7 @@
-"""Tests of `TrainLoop` in eager mode (API.md section 7; our fixes of section 15).
+"""Tests of `TrainLoop` (API.md section 7; our fixes of section 15).
+
+The tests taking ``style`` run in both TF styles, the rest in eager mode;
+tests/graph/test_train_loop_graph.py has what is graph-only.
 
 Times come from the `fake_clock` fixture, so every duration, ETA and log
 line below is exact and was worked out by hand from the spec.
@@ -146,11 +149,14 @@ def test_max_step_setter_accepts_none_and_numpy_ints():
     assert loop.max_epoch is None
 
 
-def test_limits_given_as_eager_tensors_and_variables():
-    loop = spt.TrainLoop(max_epoch=tf.constant(2), max_step=tf.Variable(7))
+def test_limits_given_as_tensors_and_variables(style):
+    loop = spt.TrainLoop(max_epoch=tf.constant(2),
+                         max_step=style.variable(7, 'max_step', dtype='int32'))
     assert (loop.max_epoch, loop.max_step) == (2, 7)
     assert type(loop.max_epoch) is int and type(loop.max_step) is int
     assert run_and_count(loop, [1, 2, 3, 4]) == {1: 4, 2: 3}
+    loop.max_epoch = tf.constant(4) + 1         # a tensor computed by TensorFlow
+    assert loop.max_epoch == 5
 
 
 # ---------------------------------------------------------------- iter_steps
@@ -893,11 +899,11 @@ def test_print_training_summary_of_keras_variables():
     )
 
 
-def test_print_training_summary_of_tf_variables_with_groups():
-    params = [tf.Variable(tf.zeros([3, 2]), name='q_net/w'),
-              tf.Variable(tf.zeros([2]), name='q_net/b'),
-              tf.Variable(tf.zeros([2, 4]), name='p_net/w'),
-              tf.Variable(tf.zeros([1]), name='beta')]
+def test_print_training_summary_of_tf_variables_with_groups(style):
+    params = [style.variable(np.zeros([3, 2]), 'q_net/w'),
+              style.variable(np.zeros([2]), 'q_net/b'),
+              style.variable(np.zeros([2, 4]), 'p_net/w'),
+              style.variable(np.zeros([1]), 'beta')]
     lines = []
     loop = spt.TrainLoop(params, var_groups=['q_net', 'p_net/'], print_func=lines.append)
     assert loop.var_groups == ['q_net', 'p_net/']
