@@ -81,3 +81,29 @@ def run_epochs(loop, *steps, steps_per_epoch=2, valid=None, metric='valid_loss',
             if valid is not None and epoch in valid:
                 loop.collect_metrics({metric: valid[epoch]})
     return epochs
+
+
+def make_trainer(style, loop, batches, metrics, **kwargs):
+    """A `Trainer` of `loop` over `batches` (tuples of one float32 vector) whose
+    step computes the dict ``metrics(x)`` of each batch ``x``.
+
+    In graph style ``x`` is a ``[None]`` placeholder fed with each batch and the
+    metrics are fetched beside a no-op train op; in eager style ``metrics`` is
+    the step function.
+    """
+    import tensorflow as tf
+    if style.is_graph:
+        x = tf.compat.v1.placeholder(tf.float32, [None])
+        return spt.Trainer(loop, tf.no_op(), [x], batches, metrics=metrics(x), **kwargs)
+    return spt.Trainer(loop, metrics, data_flow=batches, **kwargs)
+
+
+def make_evaluator(style, loop, batches, metrics, shape=(None,), **kwargs):
+    """An `Evaluator` of `loop` over `batches` computing ``metrics(x)`` (a dict or
+    one tensor) for each batch ``x``: through a placeholder of `shape` (None: of
+    unknown rank) in graph style, as the metric function in eager style."""
+    import tensorflow as tf
+    if style.is_graph:
+        x = tf.compat.v1.placeholder(tf.float32, None if shape is None else list(shape))
+        return spt.Evaluator(loop, metrics(x), [x], batches, **kwargs)
+    return spt.Evaluator(loop, metrics, data_flow=batches, **kwargs)
