@@ -63,6 +63,20 @@ class Style:
             return lambda x: self.session.run(out, feed_dict={fed: x})
         return lambda x: fn(tf.constant(x, dtype=tf.float32)).numpy()
 
+    def fed(self, fn, *shapes):
+        """A callable ``f(*arrays)`` that runs ``fn(*inputs)`` (assign ops, say) on
+        float32 inputs of `shapes` and returns its results as numpy: one
+        ``session.run`` fed through placeholders in graph style, a ``tf.function``
+        call in eager style."""
+        import tensorflow as tf
+        if self.is_graph:
+            inputs = [tf.compat.v1.placeholder(tf.float32, shape) for shape in shapes]
+            out = fn(*inputs)
+            return lambda *arrays: self.session.run(out, feed_dict=dict(zip(inputs, arrays)))
+        run = tf.function(fn)
+        return lambda *arrays: tf.nest.map_structure(
+            lambda t: t.numpy(), run(*[tf.constant(a, tf.float32) for a in arrays]))
+
     def value(self, x):
         """The numpy value of a tensor or variable `x`."""
         if self.is_graph:
