@@ -12,7 +12,6 @@ import tensorflow as tf
 from sklearn.datasets import load_digits
 
 import tfsnippet as spt
-from tfsnippet import EventKeys
 
 v1 = tf.compat.v1
 
@@ -109,66 +108,3 @@ def test_collect_metrics_with_a_graph_variable(session):
                     re.escape('Metric `v` is a graph variable') + '.*'
                     + re.escape('evaluate it with `session.run`'))):
                 loop.collect_metrics(v=var)
-
-
-def test_numpy_metrics_from_session_run_are_printed(session, fake_clock):
-    x = v1.placeholder(tf.float32, [None])
-    mean, values = tf.reduce_mean(x), x * 2.
-    lines = []
-    with spt.TrainLoop(max_epoch=1, show_eta=False, print_func=lines.append,
-                       clock=fake_clock) as loop:
-        for _ in loop.iter_epochs():
-            for _, batch in loop.iter_steps([[1., 3.], [5., 7.]]):
-                m, v = session.run([mean, values], feed_dict={x: batch})
-                loop.collect_metrics(mean=m, doubled=v)
-            loop.print_logs()
-    # mean: samples 2 and 6; doubled: samples 2, 6, 10, 14 (std sqrt(20))
-    assert lines == ['[Step 2] epoch time: 0s; step time: 0s (±0s); '
-                     'doubled: 8 (±4.47214); mean: 4 (±2)']
-
-
-def test_event_order_in_graph_mode(session, fake_clock):
-    log = []
-
-    def make(key):
-        def handler(lp, *payload):
-            detail = sorted(payload[0]) if payload else None
-            log.append((key.name, lp.epoch, lp.step, detail))
-        return handler
-
-    loop = spt.TrainLoop(max_epoch=1, clock=fake_clock,
-                         print_func=lambda s: log.append(('print', loop.epoch, loop.step, None)))
-    for key in (EventKeys.ENTER_LOOP, EventKeys.EXIT_LOOP, EventKeys.BEFORE_EPOCH,
-                EventKeys.AFTER_EPOCH, EventKeys.BEFORE_STEP, EventKeys.AFTER_STEP,
-                EventKeys.METRICS_COLLECTED, EventKeys.TIME_METRICS_COLLECTED,
-                EventKeys.METRIC_STATS_PRINTED, EventKeys.TIME_METRIC_STATS_PRINTED):
-        loop.events.on(key, make(key))
-    two = tf.constant(2.)
-    with loop:
-        for _ in loop.iter_epochs():
-            for step, _ in loop.iter_steps([1, 2]):
-                loop.collect_metrics(loss=session.run(two))
-                if step == 2:
-                    loop.print_logs()
-            loop.print_logs()
-    assert log == [
-        ('ENTER_LOOP', 0, 0, None),
-        ('BEFORE_EPOCH', 1, 0, None),
-        ('BEFORE_STEP', 1, 1, None),
-        ('METRICS_COLLECTED', 1, 1, ['loss']),
-        ('AFTER_STEP', 1, 1, None),
-        ('TIME_METRICS_COLLECTED', 1, 1, ['step_time']),
-        ('BEFORE_STEP', 1, 2, None),
-        ('METRICS_COLLECTED', 1, 2, ['loss']),
-        ('TIME_METRICS_COLLECTED', 1, 2, ['step_time']),
-        ('print', 1, 2, None),
-        ('METRIC_STATS_PRINTED', 1, 2, ['loss']),
-        ('TIME_METRIC_STATS_PRINTED', 1, 2, ['step_time']),
-        ('AFTER_STEP', 1, 2, None),
-        ('TIME_METRICS_COLLECTED', 1, 2, ['epoch_time']),
-        ('print', 1, 2, None),
-        ('METRIC_STATS_PRINTED', 1, 2, ['loss']),
-        ('TIME_METRIC_STATS_PRINTED', 1, 2, ['epoch_time', 'step_time']),
-        ('AFTER_EPOCH', 1, 2, None),
-        ('EXIT_LOOP', 1, 2, None),
-    ]

@@ -266,7 +266,8 @@ def test_step_data_is_the_current_batch():
 
 
 # ------------------------------------------------------------------ events
-def test_event_order_of_two_epochs_of_two_steps(fake_clock):
+def test_event_order_of_two_epochs_of_two_steps(style, fake_clock):
+    computed = style.computed(tf.identity)      # the loss from session.run in graph style
     log = []
     loop = spt.TrainLoop(max_epoch=2, clock=fake_clock,
                          print_func=lambda line: log.append(('print', loop.epoch, loop.step, None)))
@@ -274,7 +275,7 @@ def test_event_order_of_two_epochs_of_two_steps(fake_clock):
     with loop:
         for epoch in loop.iter_epochs():
             for step, x in loop.iter_steps([1., 2.]):
-                loop.collect_metrics(loss=x)
+                loop.collect_metrics(loss=computed(x))
                 if step % 2 == 0:
                     loop.print_logs()
             with loop.timeit('valid_time'):
@@ -867,6 +868,22 @@ def test_metric_values_of_all_accepted_kinds(fake_clock):
     assert isinstance(collected[0]['loss'], tf.Tensor)     # handlers see what was given
     assert sorted(collected[2]) == ['acc', 'n']      # a dict and kwargs merge into one
     assert collected[4] == {}
+
+
+def test_metrics_computed_by_tensorflow_are_printed(style, fake_clock):
+    # a scalar and an array, as one session.run returns them in graph style
+    compute = style.fed(lambda x: (tf.reduce_mean(x), x * 2.), [None])
+    lines = []
+    with spt.TrainLoop(max_epoch=1, show_eta=False, print_func=lines.append,
+                       clock=fake_clock) as loop:
+        for _ in loop.iter_epochs():
+            for _, batch in loop.iter_steps([[1., 3.], [5., 7.]]):
+                m, v = compute(batch)
+                loop.collect_metrics(mean=m, doubled=v)
+            loop.print_logs()
+    # mean: samples 2 and 6; doubled: samples 2, 6, 10, 14 (std sqrt(20))
+    assert lines == ['[Step 2] epoch time: 0s; step time: 0s (±0s); '
+                     'doubled: 8 (±4.47214); mean: 4 (±2)']
 
 
 def test_eager_tensor_as_validation_metric(fake_clock):
