@@ -24,6 +24,7 @@ from tfsnippet.experiment.sinks import SinkError
 from tfsnippet.experiment.store import ResultsStore
 from tfsnippet.scaffold.components.checkpointer import TrainingPreempted
 from tfsnippet.scaffold.metrics.console import DefaultMetricFormatter
+from tests.helpers.loops import Counter
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,18 +41,21 @@ class RunConfig(spt.Config):
     optimizer = Optimizer
 
 
-def run_loop(exp, lines, clock, variable=None, first_loss=0.):
-    """A small training loop inside `exp`: `steps` steps per epoch, a validation loss."""
-    params = [] if variable is None else [variable]
+def run_loop(exp, lines, clock, counter=None, first_loss=0., style=None):
+    """A small training loop inside `exp`: `steps` steps per epoch, a validation loss;
+    each step runs `counter`'s step (a `Counter`).  With `style`, the metric values
+    are computed by TensorFlow in that style."""
+    params = [] if counter is None else [counter.var]
+    value = float if style is None else style.computed(tf.identity)
     with spt.TrainLoop(params, max_epoch=exp.config.max_epoch, print_func=lines.append,
                        clock=clock) as loop:
         for epoch in loop.iter_epochs():
             for step in loop.iter_steps(range(exp.config.steps)):
                 clock.advance(0.5)
-                loop.collect_metrics(loss=first_loss + loop.step)
-                if variable is not None:
-                    variable.assign_add(1.)
-            loop.collect_metrics(valid_loss=1. / epoch)
+                loop.collect_metrics(loss=value(first_loss + loop.step))
+                if counter is not None:
+                    counter.step()
+            loop.collect_metrics(valid_loss=value(1. / epoch))
             loop.print_logs()
         loop.collect_results(test_acc=0.75)
     return loop
@@ -236,20 +240,22 @@ def test_a_sigterm_preempts_the_loop_and_the_rerun_resumes_it(tmp_path, fake_clo
 
 # ------------------------------------------------------------------ resume
 def test_resume_by_name_reloads_the_config_and_applies_command_line_overrides(
-        tmp_path, fake_clock):
-    v = tf.Variable(0.)
+        style, tmp_path, fake_clock):
+    v = Counter(style)
     with spt.Experiment(RunConfig, root=tmp_path, name='r1',
                         args=['--optimizer.name', 'sgd', '--max_epoch', '1']) as exp:
-        run_loop(exp, [], fake_clock, variable=v)
-    assert float(v.numpy()) == 4.
+        run_loop(exp, [], fake_clock, counter=v, style=style)
+    assert float(v.value()) == 4.
+    style.assign(v.var, -100.)        # the resume restores it
 
     lines = []
     with spt.Experiment(RunConfig, root=tmp_path, name='r1', args=['--max_epoch', '3']) as exp:
         assert exp.resumed
         assert (exp.config.optimizer.name, exp.config.max_epoch) == ('sgd', 3)
         assert exp.overrides == {'max_epoch': (1, 3)}
-        loop = run_loop(exp, lines, fake_clock, variable=v)
-    assert loop.epoch == 3 and float(v.numpy()) == 12.
+        loop = run_loop(exp, lines, fake_clock, counter=v, style=style)
+    assert loop.epoch == 3 and float(v.value()) == 12.
+    assert lines[0].startswith('Resume training: epoch 1, step 4')
     assert read_json(tmp_path / 'r1' / 'config.json')['max_epoch'] == 3
     starts = read_json(tmp_path / 'r1' / 'run.json')['starts']
     assert [s['argv'] for s in starts] == [['--optimizer.name', 'sgd', '--max_epoch', '1'],
@@ -278,11 +284,11 @@ def test_resume_flag_on_the_command_line_reloads_the_run(tmp_path, fake_clock):
 
 
 # ------------------------------------------------------------------ the loop recorder
-def test_recorded_epochs_are_the_statistics_the_log_lines_print(tmp_path, fake_clock):
+def test_recorded_epochs_are_the_statistics_the_log_lines_print(style, tmp_path, fake_clock):
     lines = []
     with spt.Experiment(RunConfig, root=tmp_path, name='stats', args=['--max_epoch', '3'],
                         hparams=False) as exp:
-        run_loop(exp, lines, fake_clock, first_loss=0.25)
+        run_loop(exp, lines, fake_clock, first_loss=0.25, style=style)
     printed = [line for line in lines if line.startswith('[Epoch')]
     with ResultsStore(tmp_path) as store:
         epochs = store.epochs('stats')

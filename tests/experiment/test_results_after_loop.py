@@ -19,19 +19,22 @@ class Cfg(spt.Config):
 VALID = {1: 0.5, 2: 0.1, 3: 0.4, 4: 0.3}
 
 
-def test_results_collected_after_the_loop_are_the_best_weights_score(tmp_path, fake_clock):
+def test_results_collected_after_the_loop_are_the_best_weights_score(style, tmp_path,
+                                                                      fake_clock):
+    """In both TF styles: ``w`` gains 1 per epoch."""
     lines = []
     with spt.Experiment(Cfg, root=tmp_path, name='best', args=[]) as exp:
-        w = tf.Variable(0., name='w')
+        w = style.variable(0., 'w')
+        step = style.updater(w, 1.)
         with spt.TrainLoop([w], max_epoch=exp.config.max_epoch, early_stopping=True,
                            clock=fake_clock, print_func=lines.append) as loop:
             for epoch in loop.iter_epochs():
                 for _ in loop.iter_steps(range(2)):
                     loop.collect_metrics(loss=1.)
-                w.assign_add(1.)
+                step()
                 loop.collect_metrics(valid_loss=VALID[epoch])
                 loop.print_logs()
-        loop.collect_results(test_score=10. * float(w.numpy()))   # the best weights' score
+        loop.collect_results(test_score=10. * float(style.value(w)))   # the best weights' score
     assert lines[-1] == 'Results: test score: 20'
     assert loop.results == {'test_score': 20.}
     result = json.loads((tmp_path / 'best' / 'result.json').read_text())

@@ -1,4 +1,7 @@
-"""The best checkpoint and the export of its weights with TF1-style graph code.
+"""The export of the best weights with TF1-style graph code: a TF1 checkpoint.
+
+The best checkpoint itself, in both styles, is tested in
+tests/scaffold/test_checkpoint_best.py (the tests taking ``style``).
 
 Each run builds its own graph and session, the way a new process would.
 ``w`` (3 values) gains 1 per step, two steps per epoch, so the weights of
@@ -7,7 +10,6 @@ variable that is checkpointed but not among `param_vars`, so not exported.
 """
 
 import contextlib
-import json
 import os
 
 import numpy as np
@@ -15,15 +17,10 @@ import pytest
 import tensorflow as tf
 
 import tfsnippet as spt
-from tests.helpers import checkpoint_index
 
 v1 = tf.compat.v1
 NAN = float('nan')
 VALID = {1: 0.5, 2: 0.2, 3: 0.4, 4: 0.3, 5: NAN, 6: 0.7}
-
-
-def ckpt(step):
-    return f'checkpoint.dat-{step}'
 
 
 @contextlib.contextmanager
@@ -31,10 +28,6 @@ def new_graph():
     graph = tf.Graph()
     with graph.as_default(), v1.Session(graph=graph) as session:
         yield session
-
-
-def index(root):
-    return checkpoint_index(root, key=None)
 
 
 def run(root, valid, max_epoch, lines=None, **kwargs):
@@ -62,36 +55,6 @@ def read_back(directory):
         w = v1.get_variable('w', shape=[3], initializer=v1.zeros_initializer())
         v1.train.Saver([w]).restore(session, tf.train.latest_checkpoint(directory))
         return session.run(w)
-
-
-def test_the_best_is_kept_beyond_max_to_keep_and_recorded(tmp_path):
-    run(tmp_path, VALID, 6, checkpoint_epoch_freq=1, checkpoint_max_to_keep=2)
-    assert index(tmp_path)['checkpoints'] == [ckpt(4), ckpt(10), ckpt(12)]
-    assert index(tmp_path)['best'] == {'name': ckpt(4), 'metric': 'valid_loss', 'value': 0.2,
-                                       'mode': 'min', 'epoch': 2, 'step': 4}
-    reader = tf.train.load_checkpoint(
-        os.path.join(str(tmp_path), 'checkpoint', ckpt(4), 'variables'))
-    np.testing.assert_array_equal(reader.get_tensor('w'), [4., 4., 4.])
-
-
-def test_nan_is_never_the_best(tmp_path):
-    run(tmp_path, {1: NAN, 2: 0.9, 3: NAN}, 3, checkpoint_epoch_freq=1, checkpoint_max_to_keep=1)
-    assert index(tmp_path)['checkpoints'] == [ckpt(4), ckpt(6)]
-    assert index(tmp_path)['best']['value'] == 0.9
-
-
-def test_a_resume_keeps_the_best_and_a_new_best_replaces_it(tmp_path):
-    run(tmp_path, VALID, 3, checkpoint_epoch_freq=1, checkpoint_max_to_keep=1)
-    lines = []
-    run(tmp_path, VALID, 5, lines=lines, checkpoint_epoch_freq=1, checkpoint_max_to_keep=1)
-    assert lines[0].startswith('Resume training: epoch 3, step 6, from checkpoint ')
-    assert index(tmp_path)['checkpoints'] == [ckpt(4), ckpt(10)]
-    assert index(tmp_path)['best']['value'] == 0.2
-    run(tmp_path, {6: 0.1}, 6, checkpoint_epoch_freq=1, checkpoint_max_to_keep=1)
-    assert index(tmp_path)['checkpoints'] == [ckpt(12)]
-    assert index(tmp_path)['best']['value'] == 0.1
-    assert sorted(os.listdir(os.path.join(str(tmp_path), 'checkpoint'))) == [
-        ckpt(12), 'checkpoint_index.json']
 
 
 def test_export_best_is_a_tf1_checkpoint_of_the_best_weights(tmp_path):

@@ -1,14 +1,12 @@
-"""spt.Experiment with TF1 graph code: the loop recorder and resuming a run, with session.run.
+"""spt.Experiment with TF1 graph code: a run under an S3 root, with session.run.
 
-The twins of the recorder and resume tests of tests/experiment/test_experiment.py.
+The recorder and resume tests run in both styles in
+tests/experiment/test_experiment.py.
 """
 
-import pytest
 import tensorflow as tf
 
 import tfsnippet as spt
-from tfsnippet.experiment.store import ResultsStore
-from tfsnippet.scaffold.metrics.console import DefaultMetricFormatter
 
 v1 = tf.compat.v1
 
@@ -37,43 +35,6 @@ def make_job(session):
     loss = w * 2.
     session.run(v1.global_variables_initializer())
     return w, step_op, loss
-
-
-def test_recorded_epochs_are_the_printed_statistics_and_the_run_resumes(
-        session, tmp_path, fake_clock):
-    w, step_op, loss = make_job(session)
-    lines = []
-    with spt.Experiment(RunConfig, root=tmp_path, name='g', args=['--lr', '0.5'],
-                        hparams=False) as exp:
-        train(exp, session, w, step_op, loss, lines, fake_clock)
-    assert session.run(w) == 6.
-
-    session.run(v1.assign(w, -100.))
-    resumed = []
-    with spt.Experiment(RunConfig, root=tmp_path, name='g', args=['--max_epoch', '3'],
-                        hparams=False) as exp:
-        assert exp.resumed and (exp.config.lr, exp.config.max_epoch) == (0.5, 3)
-        loop = train(exp, session, w, step_op, loss, resumed, fake_clock)
-    assert resumed[0].startswith('Resume training: epoch 2, step 6')
-    assert (loop.epoch, session.run(w)) == (3, 9.)
-
-    printed = [line for line in lines + resumed if line.startswith('[Epoch')]
-    with ResultsStore(tmp_path) as store:
-        row = store.get_run('g')
-        epochs = store.epochs('g')
-    assert [(e.epoch, e.step) for e in epochs] == [(1, 3), (2, 6), (3, 9)]
-    fmt = DefaultMetricFormatter()
-    for line, epoch in zip(printed, epochs):
-        for name, stats in epoch.metrics.items():
-            text = f'{name.replace("_", " ")}: {fmt.format_metric(name, stats["mean"])}'
-            if stats['count'] > 1:
-                text += f' (±{fmt.format_metric(name, stats["std"])})'
-            assert text in line, (text, line)
-    assert epochs[2].metrics['loss'] == {'mean': 16., 'std': pytest.approx((8 / 3) ** .5),
-                                         'count': 3}
-    assert (row.status, row.best, row.results) == (
-        'completed', {'valid_loss': pytest.approx(1 / 9)}, {'test_loss': 18.})
-    assert row.flat_config == {'max_epoch': 3, 'lr': 0.5}
 
 
 def test_a_run_under_an_s3_root_records_into_the_bucket_and_resumes_from_it(

@@ -1,8 +1,8 @@
-"""Resumes that never skip or repeat work (issue 10), with TF1 graph code.
+"""Resumes that never skip or repeat work (issue 10): what is graph-only.
 
-The twins of tests/scaffold/test_resume_semantics.py: each step runs an
-``assign_add`` with ``session.run``; the checkpoint holds the graph's
-variables.
+A SIGTERM in a graph-mode script, a warm start from a TF1 ``Saver``
+checkpoint and a ``tf.random.Generator`` whose state is a graph variable;
+the rest runs in both styles in tests/scaffold/test_resume_semantics.py.
 """
 
 import os
@@ -22,63 +22,6 @@ def make_job(session):
     step_op = v1.assign_add(w, 1.)
     session.run(v1.global_variables_initializer())
     return w, step_op
-
-
-def run(loop, session, step_op, seen, after_steps=None, interrupt_at=None):
-    with loop:
-        for epoch in loop.iter_epochs():
-            for step, _ in loop.iter_steps(range(3)):
-                session.run(step_op)
-                seen.append((epoch, step))
-                if interrupt_at == step:
-                    raise KeyboardInterrupt()
-            seen.append(('body', epoch))
-            if after_steps is not None:
-                after_steps(loop, epoch)
-
-
-UNINTERRUPTED_TAIL = [(3, 7), (3, 8), (3, 9), ('body', 3)]
-
-
-def test_make_checkpoint_after_the_step_loop_resumes_at_the_next_epoch(session, tmp_path):
-    w, step_op = make_job(session)
-    seen = []
-
-    def checkpoint_at_2(loop, epoch):
-        if epoch == 2:
-            loop.make_checkpoint()
-            raise KeyboardInterrupt()
-
-    with pytest.raises(KeyboardInterrupt):
-        run(spt.TrainLoop(max_epoch=3, checkpoint_dir=str(tmp_path), print_func=seen.append),
-            session, step_op, seen, after_steps=checkpoint_at_2)
-    session.run(v1.assign(w, -100.))
-    resumed = []
-    run(spt.TrainLoop(max_epoch=3, checkpoint_dir=str(tmp_path), print_func=resumed.append),
-        session, step_op, resumed)
-    assert resumed[0].startswith('Resume training: epoch 2, step 6')
-    assert resumed[1:] == UNINTERRUPTED_TAIL
-    assert session.run(w) == 9.
-
-
-def test_an_interrupted_epoch_saved_outside_the_epoch_loop_continues(session, tmp_path):
-    w, step_op = make_job(session)
-    loop = spt.TrainLoop(max_epoch=3, checkpoint_dir=str(tmp_path), print_func=lambda s: None)
-    seen = []
-    with loop:
-        try:
-            for epoch in loop.iter_epochs():
-                for step, _ in loop.iter_steps(range(3)):
-                    session.run(step_op)
-                    if step == 7:
-                        raise KeyboardInterrupt()
-        except KeyboardInterrupt:
-            loop.make_checkpoint()
-    resumed = []
-    run(spt.TrainLoop(max_epoch=3, checkpoint_dir=str(tmp_path), print_func=resumed.append),
-        session, step_op, resumed)
-    assert resumed[1:] == [(3, 8), (3, 9), ('body', 3)]
-    assert session.run(w) == 9.
 
 
 SCRIPT = '''

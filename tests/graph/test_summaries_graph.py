@@ -3,8 +3,7 @@
 Metrics come from ``session.run``; ``add_summary`` gets the serialized
 bytes of ``tf.compat.v1.summary`` ops.  What both styles share is in
 tests/scaffold/test_summaries.py (the tests taking ``style``); here is what
-is graph-only: a single summary op, the graph itself, a ``tf.compat.v1``
-``FileWriter`` and the histograms of graph variables.
+is graph-only: the graph itself and a ``tf.compat.v1`` ``FileWriter``.
 """
 
 import tensorflow as tf
@@ -38,7 +37,6 @@ class Graph:
 
 
 LOSS = [(s, s * 0.25) for s in range(1, 7)]
-VALID = [(3, 0.5), (6, 1.)]
 
 
 def train(loop, g, clock, summary_op='merged'):
@@ -52,33 +50,6 @@ def train(loop, g, clock, summary_op='merged'):
                 loop.collect_metrics(valid_loss=g.loss_of(2 * epoch))
             loop.add_summary(g.session.run(getattr(g, summary_op),
                                            feed_dict={g.x_in: 10. * epoch}))
-
-
-def test_metrics_and_a_single_summary_op(session, tmp_path, fake_clock):
-    # the merged summary op: test_metrics_summaries_and_steps_per_second[graph]
-    g = Graph(session)
-    loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), clock=fake_clock,
-                         print_func=lambda s: None)
-    train(loop, g, fake_clock, 'x_summary')
-    assert read_scalars(tmp_path) == {
-        'metrics/loss': LOSS,
-        'metrics/valid_loss': VALID,
-        'x': [(3, 10.), (6, 20.)],
-        'global_step/sec': [(3, 0.375), (6, 0.375)],
-    }
-
-
-def test_commit_freqs_prefix_and_skip_pattern(session, tmp_path, fake_clock):
-    g = Graph(session)
-    loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), clock=fake_clock,
-                         summary_commit_freqs={'loss': 2}, summary_metric_prefix='m/',
-                         summary_skip_pattern=r'valid_loss$', print_func=lambda s: None)
-    train(loop, g, fake_clock)
-    scalars = read_scalars(tmp_path)
-    assert sorted(scalars) == ['global_step/sec', 'm/epoch_time', 'm/loss', 'm/step_time',
-                               'm/valid_time', 'x']
-    assert scalars['m/loss'] == [(1, 0.25), (3, 0.75), (5, 1.25)]
-    assert scalars['m/valid_time'] == [(3, 2.), (6, 2.)]
 
 
 def test_summary_graph_is_written(session, graph, tmp_path, fake_clock):
@@ -115,20 +86,3 @@ def test_tf_file_writer_as_summary_writer(session, tmp_path, fake_clock):
     scalars = read_scalars(tmp_path / 'tf')
     assert scalars['metrics/loss'] == LOSS
     assert scalars['x'] == [(3, 10.), (6, 20.), (9, 5.)]
-
-
-def test_histograms_of_graph_param_vars(session, tmp_path):
-    w = tf.compat.v1.get_variable('w', shape=[5], initializer=tf.compat.v1.zeros_initializer())
-    step_op = tf.compat.v1.assign_add(w, tf.ones([5]))
-    session.run(tf.compat.v1.global_variables_initializer())
-    loop = spt.TrainLoop([w], max_epoch=2, summary_dir=str(tmp_path), summary_histogram_freq=1,
-                         print_func=lambda s: None)
-    with loop:
-        for _ in loop.iter_epochs():
-            for _ in loop.iter_steps(range(3)):
-                session.run(step_op)
-    ea = EventAccumulator(str(tmp_path), size_guidance={'histograms': 0})
-    ea.Reload()
-    events = ea.Histograms('params/w')
-    assert [(e.step, e.histogram_value.num, e.histogram_value.max) for e in events] == [
-        (3, 5, 3.), (6, 5, 6.)]

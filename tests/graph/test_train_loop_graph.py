@@ -12,7 +12,6 @@ import tensorflow as tf
 from sklearn.datasets import load_digits
 
 import tfsnippet as spt
-from tfsnippet import EventKeys
 
 v1 = tf.compat.v1
 
@@ -84,65 +83,6 @@ def test_graph_mode_training_on_digits(session, make_optimizer):
     assert loop.step == 30
 
 
-def test_print_training_summary_of_graph_variables_with_groups(session):
-    with v1.variable_scope('q_net'):
-        qw = v1.get_variable('w', [3, 2])
-        qb = v1.get_variable('b', [2])
-    with v1.variable_scope('p_net'):
-        pw = v1.get_variable('w', [2, 4])
-    beta = v1.get_variable('beta', [1])
-    lines = []
-    with spt.TrainLoop([qw, qb, pw, beta], var_groups=['q_net', 'p_net'],
-                       print_func=lines.append) as loop:
-        loop.print_training_summary()
-    assert '\n'.join(lines) == (
-        'Trainable Parameters (17 in total)\n'
-        '==================================\n'
-        'q_net/                (8 in total)\n'
-        '----------------------------------\n'
-        'w                        (3, 2)  6\n'
-        'b                        (2,)    2\n'
-        '\n'
-        'p_net/                (8 in total)\n'
-        '----------------------------------\n'
-        'w                        (2, 4)  8\n'
-        '\n'
-        'Other Parameters      (1 in total)\n'
-        '----------------------------------\n'
-        'beta                       (1,)  1\n'
-    )
-
-
-def test_print_training_summary_of_graph_variables(session):
-    with v1.variable_scope('dense'):
-        kernel = v1.get_variable('kernel', [784, 500])
-        bias = v1.get_variable('bias', [500])
-    lines = []
-    with spt.TrainLoop([kernel, bias], print_func=lines.append) as loop:
-        loop.print_training_summary()
-    assert lines == ['Trainable Parameters (392,500 in total)\n'
-                     '---------------------------------------\n'
-                     'dense/kernel        (784, 500)  392,000\n'
-                     'dense/bias          (500,)          500\n']
-
-
-def test_limits_given_as_graph_tensor_and_variable(session):
-    max_step = v1.get_variable('max_step', initializer=tf.constant(3))
-    session.run(max_step.initializer)
-    loop = spt.TrainLoop(max_epoch=tf.constant(2), max_step=max_step)
-    assert (loop.max_epoch, loop.max_step) == (2, 3)
-    assert type(loop.max_epoch) is int and type(loop.max_step) is int
-    steps = []
-    with loop:
-        for epoch in loop.iter_epochs():
-            for step, _ in loop.iter_steps(['a', 'b']):
-                steps.append((epoch, step))
-    assert steps == [(1, 1), (1, 2), (2, 3)]
-
-    loop.max_epoch = tf.constant(4) + 1         # a tensor computed in the graph
-    assert loop.max_epoch == 5
-
-
 def test_limit_tensor_without_a_session():
     with pytest.raises(RuntimeError, match=re.escape('No session is active')):
         spt.TrainLoop(max_epoch=tf.constant(2))
@@ -168,66 +108,3 @@ def test_collect_metrics_with_a_graph_variable(session):
                     re.escape('Metric `v` is a graph variable') + '.*'
                     + re.escape('evaluate it with `session.run`'))):
                 loop.collect_metrics(v=var)
-
-
-def test_numpy_metrics_from_session_run_are_printed(session, fake_clock):
-    x = v1.placeholder(tf.float32, [None])
-    mean, values = tf.reduce_mean(x), x * 2.
-    lines = []
-    with spt.TrainLoop(max_epoch=1, show_eta=False, print_func=lines.append,
-                       clock=fake_clock) as loop:
-        for _ in loop.iter_epochs():
-            for _, batch in loop.iter_steps([[1., 3.], [5., 7.]]):
-                m, v = session.run([mean, values], feed_dict={x: batch})
-                loop.collect_metrics(mean=m, doubled=v)
-            loop.print_logs()
-    # mean: samples 2 and 6; doubled: samples 2, 6, 10, 14 (std sqrt(20))
-    assert lines == ['[Step 2] epoch time: 0s; step time: 0s (±0s); '
-                     'doubled: 8 (±4.47214); mean: 4 (±2)']
-
-
-def test_event_order_in_graph_mode(session, fake_clock):
-    log = []
-
-    def make(key):
-        def handler(lp, *payload):
-            detail = sorted(payload[0]) if payload else None
-            log.append((key.name, lp.epoch, lp.step, detail))
-        return handler
-
-    loop = spt.TrainLoop(max_epoch=1, clock=fake_clock,
-                         print_func=lambda s: log.append(('print', loop.epoch, loop.step, None)))
-    for key in (EventKeys.ENTER_LOOP, EventKeys.EXIT_LOOP, EventKeys.BEFORE_EPOCH,
-                EventKeys.AFTER_EPOCH, EventKeys.BEFORE_STEP, EventKeys.AFTER_STEP,
-                EventKeys.METRICS_COLLECTED, EventKeys.TIME_METRICS_COLLECTED,
-                EventKeys.METRIC_STATS_PRINTED, EventKeys.TIME_METRIC_STATS_PRINTED):
-        loop.events.on(key, make(key))
-    two = tf.constant(2.)
-    with loop:
-        for _ in loop.iter_epochs():
-            for step, _ in loop.iter_steps([1, 2]):
-                loop.collect_metrics(loss=session.run(two))
-                if step == 2:
-                    loop.print_logs()
-            loop.print_logs()
-    assert log == [
-        ('ENTER_LOOP', 0, 0, None),
-        ('BEFORE_EPOCH', 1, 0, None),
-        ('BEFORE_STEP', 1, 1, None),
-        ('METRICS_COLLECTED', 1, 1, ['loss']),
-        ('AFTER_STEP', 1, 1, None),
-        ('TIME_METRICS_COLLECTED', 1, 1, ['step_time']),
-        ('BEFORE_STEP', 1, 2, None),
-        ('METRICS_COLLECTED', 1, 2, ['loss']),
-        ('TIME_METRICS_COLLECTED', 1, 2, ['step_time']),
-        ('print', 1, 2, None),
-        ('METRIC_STATS_PRINTED', 1, 2, ['loss']),
-        ('TIME_METRIC_STATS_PRINTED', 1, 2, ['step_time']),
-        ('AFTER_STEP', 1, 2, None),
-        ('TIME_METRICS_COLLECTED', 1, 2, ['epoch_time']),
-        ('print', 1, 2, None),
-        ('METRIC_STATS_PRINTED', 1, 2, ['loss']),
-        ('TIME_METRIC_STATS_PRINTED', 1, 2, ['epoch_time', 'step_time']),
-        ('AFTER_EPOCH', 1, 2, None),
-        ('EXIT_LOOP', 1, 2, None),
-    ]

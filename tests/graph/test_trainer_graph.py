@@ -16,8 +16,7 @@ from sklearn.datasets import load_digits
 
 import tfsnippet as spt
 from tfsnippet import EventKeys
-from tfsnippet.trainer import (GradientAccumulator, LossGuard, LossGuardError,
-                               ReduceOnPlateau, clip_gradients)
+from tfsnippet.trainer import GradientAccumulator
 from tests.helpers import read_scalars
 
 v1 = tf.compat.v1
@@ -372,20 +371,6 @@ def test_ensure_variables_initialized_helper(session):
 
 
 # ------------------------------------------------------------ event order
-def test_trainer_events_of_two_epochs_of_two_steps(session):
-    """API.md section 11 (test): the trainer's own events, in exactly this order."""
-    ph = v1.placeholder(tf.float32, [None])
-    log = []
-    with spt.TrainLoop(max_epoch=2, print_func=lambda line: None) as loop:
-        trainer = spt.Trainer(loop, tf.no_op(), [ph], vector_batches([1.], [2.]))
-        record(trainer.events, 'T', TRAINER_KEYS, log)
-        trainer.run()
-    step = ['BEFORE_STEP', 'STEP_EVALUATION', 'STEP_ANNEALING', 'STEP_LOGGING', 'AFTER_STEP']
-    epoch = (['BEFORE_EPOCH'] + step * 2 +
-             ['EPOCH_EVALUATION', 'EPOCH_ANNEALING', 'EPOCH_LOGGING', 'AFTER_EPOCH'])
-    assert [name[2:] for name, _ in log] == ['BEFORE_EXECUTION'] + epoch * 2 + ['AFTER_EXECUTION']
-
-
 def test_full_event_sequence_with_summaries_and_an_evaluator(session, tmp_path, fake_clock):
     """The timeline of API.md section 11, loop and trainer events together."""
     ph = v1.placeholder(tf.float32, [None])
@@ -429,49 +414,7 @@ def test_full_event_sequence_with_summaries_and_an_evaluator(session, tmp_path, 
                    one_epoch(2) + [('T:AFTER_EXECUTION', None), ('L:EXIT_LOOP', None)])
 
 
-def test_hooks_on_steps_epochs_and_seconds(session, fake_clock):
-    ph = v1.placeholder(tf.float32, [None])
-    calls, lines = [], []
-    loop = spt.TrainLoop(max_epoch=2, show_eta=False, clock=fake_clock, print_func=lines.append)
-    trainer = spt.Trainer(loop, tf.no_op(), [ph], vector_batches([1.], [2.], [3.]),
-                          metrics={'loss': tf.reduce_sum(ph)})
-    # step 1 takes no time, each later step 3 seconds
-    trainer.events.on(EventKeys.BEFORE_STEP,
-                      lambda t: fake_clock.advance(3. if loop.step > 1 else 0.))
-    trainer.evaluate_after_steps(lambda: calls.append(('steps', loop.step)), 2)
-    trainer.anneal_after_epochs(lambda: calls.append(('epochs', loop.epoch)), 2)
-    trainer.evaluate_after(lambda: calls.append(('seconds', loop.step)), seconds=6)
-    trainer.log_after_steps(3)
-    with loop:
-        trainer.run()
-    # steps 1..6 end 0, 3, ..., 15 s into the run: 6 s is step 3, 12 s step 5
-    assert calls == [('steps', 2), ('seconds', 3), ('steps', 4), ('seconds', 5),
-                     ('steps', 6), ('epochs', 2)]
-    assert [tag_of(line) for line in lines] == ['[Epoch 1/2, Step 3]', '[Epoch 2/2, Step 6]']
-    assert lines[0].endswith('loss: 2 (±0.816497)')
-
-
 # ------------------------------------------------------------ Evaluator
-def test_evaluator_weights_batches_by_their_length(session):
-    """API.md 10 (test): batches [0..3] and [4, 5]: 2.5 weighted, 3.0 with weights None."""
-    ph = v1.placeholder(tf.float32, [None])
-    batches = vector_batches([0., 1., 2., 3.], [4., 5.])
-    collected = []
-    with spt.TrainLoop(max_epoch=1, print_func=lambda line: None) as loop:
-        loop.events.on(EventKeys.METRICS_COLLECTED, lambda lp, m: collected.append(dict(m)))
-        weighted = spt.Evaluator(loop, {'mean': tf.reduce_mean(ph)}, [ph], batches)
-        unweighted = spt.Evaluator(loop, {'mean': tf.reduce_mean(ph)}, [ph], batches,
-                                   batch_weight_func=None)
-        for _ in loop.iter_epochs():
-            weighted.run()
-            unweighted.run()
-    assert collected == [{'mean': 2.5}, {'mean': 3.}]
-    assert weighted.last_metrics_dict == {'mean': 2.5}
-    assert unweighted.last_metrics_dict == {'mean': 3.}
-    assert weighted.batch_weight_func is spt.auto_batch_weight
-    assert spt.auto_batch_weight(np.zeros([4, 3]), np.zeros(5)) == 4.
-
-
 def test_evaluator_single_tensor_metric_and_per_run_feed_dict(session, fake_clock):
     ph = v1.placeholder(tf.float32, [None])
     shift = v1.placeholder(tf.float32, [])
@@ -500,16 +443,6 @@ def test_evaluator_rejects_a_non_scalar_tensor(session):
     loop = spt.TrainLoop(max_epoch=1)
     with pytest.raises(ValueError, match=re.escape("Metric is not a scalar tensor: 'v' is ")):
         spt.Evaluator(loop, {'v': ph * 2.}, [ph], vector_batches([1.]))
-
-
-def test_evaluator_rejects_non_scalar_values_of_unknown_rank(session):
-    ph = v1.placeholder(tf.float32)         # unknown rank: checked on the values
-    loop = spt.TrainLoop(max_epoch=1, print_func=lambda line: None)
-    evaluator = spt.Evaluator(loop, {'v': ph * 2.}, [ph], vector_batches([1., 2.]))
-    with loop:
-        for _ in loop.iter_epochs():
-            with pytest.raises(ValueError, match=re.escape('Metric is not a scalar')):
-                evaluator.run()
 
 
 def test_evaluator_checks_the_arity_of_a_dataflow(session):
@@ -583,31 +516,6 @@ def test_validator_is_deprecated_and_timed_as_valid_time(session):
     assert validator.last_metrics_dict == {'valid_loss': 1.}
 
 
-# ------------------------------------------------------------ components
-def test_loss_guard_on_session_run_metrics(session):
-    ph = v1.placeholder(tf.float32, [None])
-    loss = tf.reduce_sum(tf.math.log(ph))          # log(-1) is NaN
-    with spt.TrainLoop(max_epoch=1, print_func=lambda line: None) as loop:
-        loop.add_component(LossGuard())
-        trainer = spt.Trainer(loop, tf.no_op(), [ph], vector_batches([1.], [-1.], [1.]),
-                              metrics={'loss': loss})
-        with pytest.raises(LossGuardError, match=re.escape('`loss` is nan at epoch 1, step 2')):
-            trainer.run()
-
-
-def test_reduce_on_plateau_with_a_graph_scheduled_variable(session):
-    lr = spt.ScheduledVariable('plateau_lr', .4)
-    spt.utils.ensure_variables_initialized()
-    lines = []
-    valid = {1: 1., 2: 2., 3: 2., 4: .5}
-    with spt.TrainLoop(max_epoch=4, show_eta=False, print_func=lines.append) as loop:
-        loop.add_component(ReduceOnPlateau(lr, factor=.5, patience=1))
-        for epoch in loop.iter_epochs():
-            loop.collect_metrics(valid_loss=valid[epoch])
-    assert lr.get() == pytest.approx(.1)
-    assert [tag_of(line) for line in lines] == ['[Epoch 2/4, Step 0]', '[Epoch 3/4, Step 0]']
-
-
 # ------------------------------------------------------------ gradients
 @pytest.mark.parametrize('optimizer_name', ['sgd', 'momentum'])
 def test_gradient_accumulator_op_with_a_v1_optimizer(session, optimizer_name):
@@ -646,50 +554,3 @@ def test_gradient_accumulator_op_with_a_v1_optimizer(session, optimizer_name):
             ref = ref - .1 * velocity
         expected.append(ref.copy())
     np.testing.assert_allclose(np.array(updated), np.array(expected), rtol=1e-5, atol=1e-6)
-
-
-def test_clip_gradients_on_graph_tensors(session):
-    a = tf.constant([3., 4.])
-    b = tf.constant([0., 12.])                 # global norm 13
-    by_norm = clip_gradients([a, None, b], clip_norm=6.5)
-    assert by_norm[1] is None
-    np.testing.assert_allclose(session.run(by_norm[0]), [1.5, 2.])
-    np.testing.assert_allclose(session.run(by_norm[2]), [0., 6.])
-    by_value = clip_gradients([a, b], clip_value=3.5)
-    np.testing.assert_allclose(session.run(by_value), [[3., 3.5], [0., 3.5]])
-
-
-def test_progress_bar_over_a_graph_trainer(session):
-    import io
-
-    x = v1.placeholder(tf.float32, [None], name='x')
-    w = v1.get_variable('w', initializer=tf.constant(1.))
-    loss = tf.reduce_sum(tf.square(w - x))
-    train_op = v1.train.GradientDescentOptimizer(.1).minimize(loss)
-    lines, bar_file = [], io.StringIO()
-    loop = spt.TrainLoop([w], max_epoch=2, print_func=lines.append, show_eta=False)
-    loop.add_component(spt.ProgressBar(file=bar_file, mininterval=0))
-    trainer = spt.Trainer(loop, train_op, [x], vector_batches([1.], [2.], [3.]),
-                          metrics={'loss': loss})
-    trainer.log_after_epochs(1)
-    with loop:
-        trainer.run()
-    assert [tag_of(line) for line in lines[-2:]] == ['[Epoch 1/2, Step 3]', '[Epoch 2/2, Step 6]']
-    assert loop.print_func == lines.append
-    text = bar_file.getvalue()
-    assert 'Epoch 1/2' in text and '3/3' in text
-
-
-def test_run_prints_the_parameter_table_once_after_the_users_own_call(session):
-    x = v1.placeholder(tf.float32, [None], name='x')
-    w = v1.get_variable('w', initializer=1.)
-    train_op = v1.assign_add(w, tf.reduce_sum(x))
-    session.run(w.initializer)
-    for user_prints in (True, False):
-        lines = []
-        with spt.TrainLoop([w], max_epoch=1, show_eta=False, print_func=lines.append) as loop:
-            if user_prints:
-                loop.print_training_summary()
-            spt.Trainer(loop, train_op, [x], vector_batches([1.])).run()
-        assert len([line for line in lines if line.startswith('Trainable Parameters')]) == 1
-        assert lines[0].startswith('Trainable Parameters')

@@ -251,22 +251,6 @@ def test_get_variables_as_dict_of_unknown_scope_is_empty(scoped_variables):
 
 
 # -------------------------------------------------------- summarize_variables
-def test_summarize_graph_variables():
-    with v1.variable_scope('dense'):
-        dense = [get_var('kernel', shape=[784, 500]), get_var('bias', shape=[500])]
-    with v1.variable_scope('out'):
-        out = [get_var('kernel', shape=[500, 10]), get_var('bias', shape=[10])]
-    # the table of API.md section 6
-    assert summarize_variables(dense + out, title='Trainable Parameters') == '\n'.join([
-        'Trainable Parameters (397,510 in total)',
-        '---------------------------------------',
-        'dense/kernel        (784, 500)  392,000',
-        'dense/bias          (500,)          500',
-        'out/kernel          (500, 10)     5,000',
-        'out/bias            (10,)            10',
-    ])
-
-
 def test_summarize_graph_variables_with_groups():
     with v1.variable_scope('q_net'):
         get_var('w', shape=[3, 2])

@@ -1,4 +1,8 @@
-"""Asynchronous checkpoint saves (``checkpoint_async=True``) in eager mode.
+"""Asynchronous checkpoint saves (``checkpoint_async=True``).
+
+The tests taking ``style`` run in both TF styles (in graph style the state
+is copied with one ``session.run`` and a background thread writes it
+through its own private graph and session); the rest in eager mode.
 
 * The files of an asynchronous save are byte for byte those of a
   synchronous one, and hold the state *at the save* (variables, the loop's
@@ -32,6 +36,7 @@ from tfsnippet.scaffold.checkpoint.store import INDEX_FILE, CheckpointStore
 from tfsnippet.scaffold.components.checkpointer import TrainingPreempted
 from tests.helpers import checkpoint_path as ckpt
 from tests.helpers import checkpoint_state as read_state
+from tests.helpers.loops import Counter
 
 # how long a slow-disk write lasts: far longer than what the loop does meanwhile
 SLOW = 0.15
@@ -92,34 +97,39 @@ def complete_steps(root):
     return [int(p.rsplit('-', 1)[1]) for p in store_of(root).checkpoints()]
 
 
-def train(root, asynchronous, max_epoch=2, stop_at=None, **kwargs):
-    """Two epochs of 5 steps over a shuffled DataFlow; `w` sums the batches in order."""
-    w = tf.Variable(np.zeros([3], np.float32), name='w')
-    big = tf.Variable(np.zeros([300, 200], np.float32), name='big')
-    recorder = Recorder()
-    flow = spt.DataFlow.arrays([np.arange(30, dtype=np.float32).reshape(10, 3)],
-                               batch_size=2, shuffle=True, random_state=7)
-    lines = []
-    loop = spt.TrainLoop([w, big], max_epoch=max_epoch, checkpoint_dir=str(root),
-                         checkpoint_step_freq=1, checkpoint_async=asynchronous,
-                         checkpoint_save_objects={'recorder': recorder},
-                         print_func=lines.append, show_eta=False, **kwargs)
-    with loop:
-        for _ in loop.iter_epochs():
-            for step, (x,) in loop.iter_steps(flow):
-                if step == stop_at:
-                    raise KeyboardInterrupt()
-                w.assign(w * 0.5 + x.sum(axis=0))
-                big.assign_add(tf.fill(big.shape, float(step)))
-                recorder.seen.append(step)
-    return loop, lines, (w, big)
+def train(style, root, asynchronous, max_epoch=2, stop_at=None, **kwargs):
+    """Two epochs of 5 steps over a shuffled DataFlow, in a new run of `style`; `w`
+    sums the batches in order.  Returns the loop, the lines and the values of
+    ``w`` and ``big``."""
+    with style.new_run():
+        w = style.variable(np.zeros([3], np.float32), 'w')
+        big = style.variable(np.zeros([300, 200], np.float32), 'big')
+        update = style.fed(lambda x, step: (w.assign(w * 0.5 + tf.reduce_sum(x, axis=0)),
+                                            big.assign_add(tf.fill(big.shape, step))),
+                           [None, 3], [])
+        recorder = Recorder()
+        flow = spt.DataFlow.arrays([np.arange(30, dtype=np.float32).reshape(10, 3)],
+                                   batch_size=2, shuffle=True, random_state=7)
+        lines = []
+        loop = spt.TrainLoop([w, big], max_epoch=max_epoch, checkpoint_dir=str(root),
+                             checkpoint_step_freq=1, checkpoint_async=asynchronous,
+                             checkpoint_save_objects={'recorder': recorder},
+                             print_func=lines.append, show_eta=False, **kwargs)
+        with loop:
+            for _ in loop.iter_epochs():
+                for step, (x,) in loop.iter_steps(flow):
+                    if step == stop_at:
+                        raise KeyboardInterrupt()
+                    update(x, float(step))
+                    recorder.seen.append(step)
+        return loop, lines, (style.value(w), style.value(big))
 
 
 # ------------------------------------------------------------ same result
-def test_async_saves_write_the_files_of_sync_saves(tmp_path, disk):
+def test_async_saves_write_the_files_of_sync_saves(style, tmp_path, disk):
     disk.slow = 0.03       # the next step changes everything while the write runs
-    sync_loop, _, sync_vars = train(tmp_path / 'sync', asynchronous=False)
-    async_loop, _, async_vars = train(tmp_path / 'async', asynchronous=True)
+    sync_loop, _, sync_vars = train(style, tmp_path / 'sync', asynchronous=False)
+    async_loop, _, async_vars = train(style, tmp_path / 'async', asynchronous=True)
     steps = list(range(1, 11))
     assert complete_steps(tmp_path / 'sync') == complete_steps(tmp_path / 'async') == steps
     for step in steps:
@@ -134,47 +144,49 @@ def test_async_saves_write_the_files_of_sync_saves(tmp_path, disk):
     stats = async_loop.component('checkpointer').async_stats
     assert sync_loop.component('checkpointer').async_stats is None
     assert stats.saves == stats.written == 11 and stats.failed == 0   # 10 steps + the end
-    np.testing.assert_array_equal(sync_vars[0].numpy(), async_vars[0].numpy())
+    np.testing.assert_array_equal(sync_vars[0], async_vars[0])
 
     # both resume from step 10 with the same values, read back from disk
     resumed = []
     for name in ('sync', 'async'):
-        w = tf.Variable(np.ones([3], np.float32), name='w')
-        big = tf.Variable(np.ones([300, 200], np.float32), name='big')
-        lines = []
-        with spt.TrainLoop([w, big], max_epoch=2, checkpoint_dir=str(tmp_path / name),
-                           checkpoint_async=True, print_func=lines.append,
-                           checkpoint_save_objects={'recorder': Recorder()}) as loop:
-            resumed.append((loop.step, w.numpy().tolist(), float(big.numpy()[0, 0])))
+        with style.new_run():
+            w = style.variable(np.ones([3], np.float32), 'w')
+            big = style.variable(np.ones([300, 200], np.float32), 'big')
+            lines = []
+            with spt.TrainLoop([w, big], max_epoch=2, checkpoint_dir=str(tmp_path / name),
+                               checkpoint_async=True, print_func=lines.append,
+                               checkpoint_save_objects={'recorder': Recorder()}) as loop:
+                resumed.append((loop.step, style.value(w).tolist(),
+                                float(style.value(big)[0, 0])))
         assert lines[0].startswith('Resume training: epoch 2, step 10, ')
-    assert resumed[0] == resumed[1] == (10, sync_vars[0].numpy().tolist(), 55.)
+    assert resumed[0] == resumed[1] == (10, sync_vars[0].tolist(), 55.)
 
 
-def test_an_async_resume_mid_epoch_continues_the_dataflow(tmp_path):
-    _, _, reference = train(tmp_path / 'reference', asynchronous=True)
+def test_an_async_resume_mid_epoch_continues_the_dataflow(style, tmp_path):
+    _, _, reference = train(style, tmp_path / 'reference', asynchronous=True)
     with pytest.raises(KeyboardInterrupt):
-        train(tmp_path / 'run', asynchronous=True, stop_at=8)   # in epoch 2
+        train(style, tmp_path / 'run', asynchronous=True, stop_at=8)   # in epoch 2
     assert complete_steps(tmp_path / 'run') == list(range(1, 8))
-    _, lines, resumed = train(tmp_path / 'run', asynchronous=True)
+    _, lines, resumed = train(style, tmp_path / 'run', asynchronous=True)
     assert lines[0].startswith('Resume training: epoch 2, step 7, ')
     # the same batches in the same order: `w` depends on the order
-    np.testing.assert_array_equal(resumed[0].numpy(), reference[0].numpy())
-    np.testing.assert_array_equal(resumed[1].numpy(), reference[1].numpy())
+    np.testing.assert_array_equal(resumed[0], reference[0])
+    np.testing.assert_array_equal(resumed[1], reference[1])
     assert complete_steps(tmp_path / 'run')[-1] == 10
 
 
 # ------------------------------------------------------------ errors
-def test_a_failed_background_write_is_raised_at_the_next_step(tmp_path, disk):
+def test_a_failed_background_write_is_raised_at_the_next_step(style, tmp_path, disk):
     disk.fail_steps = (3,)
     seen = []
-    w = tf.Variable(0., name='w')
-    loop = spt.TrainLoop([w], max_epoch=1, checkpoint_dir=str(tmp_path), checkpoint_step_freq=1,
+    w = Counter(style)
+    loop = spt.TrainLoop([w.var], max_epoch=1, checkpoint_dir=str(tmp_path), checkpoint_step_freq=1,
                          checkpoint_async=True, print_func=lambda s: None)
     with pytest.raises(spt.CheckpointWriteError) as info:
         with loop:
             for _ in loop.iter_epochs():
                 for step, _ in loop.iter_steps(range(10)):
-                    w.assign_add(1.)
+                    w.step()
                     seen.append(step)
     assert str(info.value) == (
         f'Could not write the checkpoint of step 3 into `checkpoint_dir` {str(tmp_path)!r} in '
@@ -266,18 +278,22 @@ def test_a_save_waits_for_the_previous_one(tmp_path, disk):
     assert stats.summary().startswith('4 asynchronous checkpoint saves: the loop waited ')
 
 
-def test_leaving_the_loop_waits_for_the_last_save(tmp_path, disk):
+def test_leaving_the_loop_waits_for_the_last_save(style, tmp_path, disk):
     disk.slow = SLOW
-    w = tf.Variable(0., name='w')
-    loop = spt.TrainLoop([w], max_epoch=1, checkpoint_dir=str(tmp_path), checkpoint_step_freq=2,
-                         checkpoint_async=True, print_func=lambda s: None)
+    w = Counter(style)
+    loop = spt.TrainLoop([w.var], max_epoch=1, checkpoint_dir=str(tmp_path),
+                         checkpoint_step_freq=2, checkpoint_async=True, print_func=lambda s: None)
     with loop:
         for _ in loop.iter_epochs():
             for _ in loop.iter_steps(range(2)):
-                w.assign_add(1.)
+                w.step()
         assert complete_steps(tmp_path) == []      # the write of step 2 is under way
+        w.step()        # after the step loop: the exit saves step 2 again
     assert complete_steps(tmp_path) == [2]
     assert not any(t.name.startswith('tfsnippet-checkpoint-') for t in threading.enumerate())
+    assert tf.train.load_variable(os.path.join(ckpt(tmp_path, 2), 'variables'), 'w') == 3.
+    stats = loop.component('checkpointer').async_stats
+    assert (stats.saves, stats.written, stats.waits) == (2, 2, 1)
 
 
 def test_leaving_through_an_exception_waits_for_the_last_save(tmp_path, disk):

@@ -3,7 +3,9 @@
 A "run" trains a one-layer Keras model whose kernel gains 1 per step (two
 steps per epoch), and collects the validation loss of the table it is
 given at the end of each epoch, so the kernel of the best epoch is known
-by hand: ``2 * epoch``.  The store-level tests (pinning, retention,
+by hand: ``2 * epoch``.  The tests taking ``style`` train a vector ``w``
+(3 values) the same way in both TF styles (`run_vector`); tests/graph/
+test_checkpoint_best_graph.py has the graph-only export.  The store-level tests (pinning, retention,
 recovery, a kill at every point of a pin) need no TensorFlow.
 """
 
@@ -21,6 +23,7 @@ import pytest
 import tfsnippet as spt
 from tfsnippet.scaffold.checkpoint.store import INDEX_FILE, CheckpointStore
 from tests.helpers import checkpoint_variable
+from tests.helpers.loops import run_epochs
 from tests.helpers.kill_points import KILL_POINTS, STUB_PACKAGES
 from tests.scaffold.test_checkpoint_store import (LIMIT, REPO, check_clean, ckpt, index_of,
                                                   label_of, make_store, names_of, writer)
@@ -55,6 +58,25 @@ def run(root, valid, max_epoch, model=None, lines=None, **kwargs):
     return model
 
 
+def run_vector(style, root, valid, max_epoch, lines=None, checkpointer=None, **kwargs):
+    """`run` with a vector ``w`` of `style` (3 zeros, each step adds 1) in a new run
+    of the style; `checkpointer(w)` makes a component to add instead of the loop's
+    own checkpoints.  Returns the final value of ``w`` and the component."""
+    with style.new_run():
+        w = style.variable(np.zeros(3), 'w')
+        step = style.updater(w, np.ones(3))
+        component = checkpointer([w]) if checkpointer is not None else None
+        if component is None:
+            kwargs.update(checkpoint_dir=str(root))
+            kwargs.setdefault('checkpoint_keep_best', True)
+        loop = spt.TrainLoop([w], max_epoch=max_epoch,
+                             print_func=(lines if lines is not None else []).append, **kwargs)
+        if component is not None:
+            loop.add_component(component)
+        run_epochs(loop, lambda s: step(), valid=valid)
+        return style.value(w), component
+
+
 def save_dir(root):
     return os.path.join(str(root), 'checkpoint')
 
@@ -70,8 +92,8 @@ def saved_kernel(path):
 
 
 # ------------------------------------------------------------ the loop
-def test_the_best_is_kept_beyond_max_to_keep_and_recorded(tmp_path):
-    run(tmp_path, VALID, 6, checkpoint_epoch_freq=1, checkpoint_max_to_keep=2)
+def test_the_best_is_kept_beyond_max_to_keep_and_recorded(style, tmp_path):
+    run_vector(style, tmp_path, VALID, 6, checkpoint_epoch_freq=1, checkpoint_max_to_keep=2)
     # epoch 2 (step 4) is the best; NaN in epoch 5 never is
     assert index(tmp_path)['checkpoints'] == [ckpt(4), ckpt(10), ckpt(12)]
     assert index(tmp_path)['best'] == {'name': ckpt(4), 'metric': 'valid_loss', 'value': 0.2,
@@ -79,7 +101,7 @@ def test_the_best_is_kept_beyond_max_to_keep_and_recorded(tmp_path):
     path, record = CheckpointStore(save_dir(tmp_path)).best()
     assert path == os.path.join(save_dir(tmp_path), ckpt(4))
     assert record['value'] == 0.2 and record['epoch'] == 2
-    np.testing.assert_array_equal(saved_kernel(path), np.full((2, 1), 4.))
+    np.testing.assert_array_equal(checkpoint_variable(path, 'w'), [4., 4., 4.])
 
 
 @pytest.mark.parametrize('schedule', [{'checkpoint_epoch_freq': 1}, {}], ids=['epochs', 'none'])
@@ -102,24 +124,25 @@ def test_without_a_schedule_an_improvement_saves_a_checkpoint(tmp_path):
                                   np.full((2, 1), 6.))
 
 
-def test_nan_is_never_the_best(tmp_path):
-    run(tmp_path, {1: NAN, 2: 0.9, 3: NAN}, 3, checkpoint_epoch_freq=1, checkpoint_max_to_keep=1)
+def test_nan_is_never_the_best(style, tmp_path):
+    run_vector(style, tmp_path, {1: NAN, 2: 0.9, 3: NAN}, 3, checkpoint_epoch_freq=1, checkpoint_max_to_keep=1)
     assert index(tmp_path)['checkpoints'] == [ckpt(4), ckpt(6)]
     assert index(tmp_path)['best']['value'] == 0.9
 
 
-def test_a_resume_keeps_the_best_and_a_new_best_replaces_it(tmp_path):
-    run(tmp_path, VALID, 3, checkpoint_epoch_freq=1, checkpoint_max_to_keep=1)
+def test_a_resume_keeps_the_best_and_a_new_best_replaces_it(style, tmp_path):
+    run_vector(style, tmp_path, VALID, 3, checkpoint_epoch_freq=1, checkpoint_max_to_keep=1)
     assert index(tmp_path)['checkpoints'] == [ckpt(4), ckpt(6)]
     lines = []
     # resumed: 0.3 in epoch 4 is worse than the pinned 0.2, so the best stays
-    run(tmp_path, VALID, 5, lines=lines, checkpoint_epoch_freq=1, checkpoint_max_to_keep=1)
+    run_vector(style, tmp_path, VALID, 5, lines=lines, checkpoint_epoch_freq=1,
+               checkpoint_max_to_keep=1)
     assert lines[0].startswith('Resume training: epoch 3, step 6, from checkpoint ')
     assert lines[0].endswith(ckpt(6))          # the newest, not the best
     assert index(tmp_path)['checkpoints'] == [ckpt(4), ckpt(10)]
     assert index(tmp_path)['best']['value'] == 0.2
     # a new best unpins the old one, which retention then removes
-    run(tmp_path, {6: 0.1}, 6, checkpoint_epoch_freq=1, checkpoint_max_to_keep=1)
+    run_vector(style, tmp_path, {6: 0.1}, 6, checkpoint_epoch_freq=1, checkpoint_max_to_keep=1)
     assert index(tmp_path)['checkpoints'] == [ckpt(12)]
     assert index(tmp_path)['best'] == {'name': ckpt(12), 'metric': 'valid_loss', 'value': 0.1,
                                        'mode': 'min', 'epoch': 6, 'step': 12}

@@ -1,4 +1,6 @@
-"""A checkpoint is data, never code (eager mode; graph twins in tests/graph/).
+"""A checkpoint is data, never code (the tests taking ``style`` in both TF styles,
+the rest in eager mode; tests/graph/test_checkpoint_format_graph.py has what
+is graph-only).
 
 * every file of a checkpoint tfsnippet writes is data: no pickle stream, and
   ``state.npz`` reads with ``numpy.load(allow_pickle=False)``;
@@ -30,6 +32,10 @@ from tfsnippet.scaffold.checkpoint import (CheckpointError, UntrustedCheckpointE
 from tfsnippet.scaffold.checkpoint import state_format
 from tfsnippet.scaffold.checkpoint.__main__ import main as checkpoint_cli
 from tfsnippet.scaffold.checkpoint.state_format import decode_state, encode_state, read_state
+from tests.helpers import Style
+from tests.helpers.loops import Counter
+
+EAGER = Style('eager')
 
 TRUST_ENV = 'TFSNIPPET_TRUST_PICKLE'
 
@@ -131,34 +137,38 @@ def shuffled_flow(kind):
 VALID = [0.5, 0.75, 0.25]
 
 
-def run_loop(root, flow, lines, max_epoch=3, checkpoint_at=None, **kwargs):
+def run_loop(root, flow, lines, max_epoch=3, checkpoint_at=None, style=EAGER, **kwargs):
     """Train `max_epoch` epochs of 10 steps with early stopping, ReduceOnPlateau, a
-    LossGuard and a user object; at step `checkpoint_at` make a checkpoint and take
-    the states of that moment.  Returns ``(w, what was taken)``."""
-    w, lr, recorder = tf.Variable(0., name='w'), tf.Variable(1., name='lr'), Recorder()
-    loop = spt.TrainLoop([w], max_epoch=max_epoch, checkpoint_dir=str(root),
-                         checkpoint_epoch_freq=1, early_stopping=True,
-                         checkpoint_save_objects={'recorder': recorder, 'lr': lr},
-                         show_eta=False,
-                         print_func=lines.append, **kwargs)
-    loop.add_component(spt.ReduceOnPlateau(lr, factor=.5, patience=1))
-    loop.add_component(spt.LossGuard('loss', action='stop'))
-    taken = {}
-    with loop:
-        for epoch in loop.iter_epochs():
-            for _, (a,) in loop.iter_steps(flow):
-                recorder.seen.append(float(a.sum()))
-                w.assign_add(1.)
-                loop.collect_metrics(loss=float(a.mean()))
-                if loop.step == checkpoint_at:
-                    taken['path'] = loop.make_checkpoint()
-                    # a copy: the early-stopping snapshot is a host buffer written in place
-                    taken['loop'] = copy.deepcopy(loop.state_dict())
-                    taken['recorder'] = recorder.get_state()
-            loop.collect_metrics(valid_loss=VALID[epoch - 1])
-    taken['lr'] = float(lr.numpy())
-    taken['seen'] = list(recorder.seen)
-    return w, taken
+    LossGuard and a user object, in a new run of `style`; at step `checkpoint_at`
+    make a checkpoint and take the states of that moment.  Returns ``(w, what was
+    taken)``, ``w`` the final value of the variable that gains 1 per step."""
+    with style.new_run():
+        w, lr, recorder = Counter(style), style.variable(1., 'lr'), Recorder()
+        objects = {'recorder': recorder}
+        if not style.is_graph:          # in graph style every global variable is saved
+            objects['lr'] = lr
+        loop = spt.TrainLoop([w.var], max_epoch=max_epoch, checkpoint_dir=str(root),
+                             checkpoint_epoch_freq=1, early_stopping=True,
+                             checkpoint_save_objects=objects, show_eta=False,
+                             print_func=lines.append, **kwargs)
+        loop.add_component(spt.ReduceOnPlateau(lr, factor=.5, patience=1))
+        loop.add_component(spt.LossGuard('loss', action='stop'))
+        taken = {}
+        with loop:
+            for epoch in loop.iter_epochs():
+                for _, (a,) in loop.iter_steps(flow):
+                    recorder.seen.append(float(a.sum()))
+                    w.step()
+                    loop.collect_metrics(loss=float(a.mean()))
+                    if loop.step == checkpoint_at:
+                        taken['path'] = loop.make_checkpoint()
+                        # a copy: the early-stopping snapshot is a host buffer written in place
+                        taken['loop'] = copy.deepcopy(loop.state_dict())
+                        taken['recorder'] = recorder.get_state()
+                loop.collect_metrics(valid_loss=VALID[epoch - 1])
+        taken['lr'] = float(style.value(lr))
+        taken['seen'] = list(recorder.seen)
+        return w.value(), taken
 
 
 # ---------------------------------------------------------------- the format
@@ -275,9 +285,9 @@ def test_an_npz_holding_a_pickled_array_is_not_loaded(tmp_path):
 # ---------------------------------------------------------------- in the loop
 @pytest.mark.parametrize('asynchronous', [False, True], ids=['sync', 'async'])
 @pytest.mark.parametrize('kind', ['RandomState', 'Generator'])
-def test_the_loop_state_round_trips_exactly_and_no_file_is_a_pickle(tmp_path, kind,
+def test_the_loop_state_round_trips_exactly_and_no_file_is_a_pickle(style, tmp_path, kind,
                                                                      asynchronous):
-    _, taken = run_loop(tmp_path, shuffled_flow(kind), [], checkpoint_at=13,
+    _, taken = run_loop(tmp_path, shuffled_flow(kind), [], checkpoint_at=13, style=style,
                         checkpoint_async=asynchronous)
     saved = read_state(taken['path'])['objects']
     loop_state = taken['loop']
@@ -295,14 +305,14 @@ def test_the_loop_state_round_trips_exactly_and_no_file_is_a_pickle(tmp_path, ki
 
 
 @pytest.mark.parametrize('kind', ['RandomState', 'Generator'])
-def test_a_resume_from_the_new_format_continues_exactly(tmp_path, kind):
+def test_a_resume_from_the_new_format_continues_exactly(style, tmp_path, kind):
     lines = []
-    want_w, want = run_loop(tmp_path / 'whole', shuffled_flow(kind), lines)
-    run_loop(tmp_path / 'cut', shuffled_flow(kind), [], max_epoch=2)
+    want_w, want = run_loop(tmp_path / 'whole', shuffled_flow(kind), lines, style=style)
+    run_loop(tmp_path / 'cut', shuffled_flow(kind), [], max_epoch=2, style=style)
     lines = []
-    got_w, got = run_loop(tmp_path / 'cut', shuffled_flow(kind), lines)
+    got_w, got = run_loop(tmp_path / 'cut', shuffled_flow(kind), lines, style=style)
     assert lines[0].startswith('Resume training: epoch 2, step 20, from checkpoint ')
-    assert (got_w.numpy(), got['lr'], got['seen']) == (want_w.numpy(), want['lr'], want['seen'])
+    assert (got_w, got['lr'], got['seen']) == (want_w, want['lr'], want['seen'])
 
 
 def test_a_refused_state_writes_nothing(tmp_path):
@@ -324,20 +334,21 @@ def test_a_refused_state_writes_nothing(tmp_path):
 
 
 # ---------------------------------------------------------------- legacy checkpoints
-def legacy_run(tmp_path):
+def legacy_run(tmp_path, style=EAGER):
     """Two epochs saved, the newest checkpoint (step 20) turned into a malicious legacy one."""
-    run_loop(tmp_path, shuffled_flow('RandomState'), [], max_epoch=2)
+    run_loop(tmp_path, shuffled_flow('RandomState'), [], max_epoch=2, style=style)
     marker = tmp_path / 'marker'
     make_legacy(str(tmp_path / 'checkpoint' / 'checkpoint.dat-20'), marker)
     return marker
 
 
-def test_resume_neither_runs_nor_skips_an_untrusted_legacy_checkpoint(tmp_path, monkeypatch):
+def test_resume_neither_runs_nor_skips_an_untrusted_legacy_checkpoint(style, tmp_path,
+                                                                      monkeypatch):
     monkeypatch.delenv(TRUST_ENV, raising=False)
-    marker = legacy_run(tmp_path)
+    marker = legacy_run(tmp_path, style)
     lines = []
     with pytest.raises(UntrustedCheckpointError) as info:
-        run_loop(tmp_path, shuffled_flow('RandomState'), lines)
+        run_loop(tmp_path, shuffled_flow('RandomState'), lines, style=style)
     message = str(info.value)
     assert 'checkpoint.dat-20' in message and 'it was not read' in message
     assert f'{TRUST_ENV}=1' in message
@@ -346,35 +357,35 @@ def test_resume_neither_runs_nor_skips_an_untrusted_legacy_checkpoint(tmp_path, 
     assert not any(line.startswith('Resume training') for line in lines)   # not step 10 either
 
 
-def test_resume_reads_a_legacy_checkpoint_with_the_trust_switch(tmp_path, monkeypatch):
-    marker = legacy_run(tmp_path)
-    want_w, want = run_loop(tmp_path / 'whole', shuffled_flow('RandomState'), [])
+def test_resume_reads_a_legacy_checkpoint_with_the_trust_switch(style, tmp_path, monkeypatch):
+    marker = legacy_run(tmp_path, style)
+    want_w, want = run_loop(tmp_path / 'whole', shuffled_flow('RandomState'), [], style=style)
     monkeypatch.setenv(TRUST_ENV, '1')
     lines = []
-    got_w, got = run_loop(tmp_path, shuffled_flow('RandomState'), lines)
+    got_w, got = run_loop(tmp_path, shuffled_flow('RandomState'), lines, style=style)
     assert marker.exists()   # trusted: the pickle was loaded, payload and all
     assert lines[0] == (f'Resume training: epoch 2, step 20, from checkpoint '
                         f'{tmp_path / "checkpoint" / "checkpoint.dat-20"}')
-    assert (got_w.numpy(), got['lr'], got['seen']) == (want_w.numpy(), want['lr'], want['seen'])
+    assert (got_w, got['lr'], got['seen']) == (want_w, want['lr'], want['seen'])
     assert not os.path.exists(tmp_path / 'checkpoint' / 'checkpoint.dat-20' / 'state.npz')
     assert_no_pickle(tmp_path / 'checkpoint' / 'checkpoint.dat-30')   # new saves: data
 
 
-def test_warm_start_neither_runs_nor_skips_an_untrusted_legacy_checkpoint(tmp_path,
+def test_warm_start_neither_runs_nor_skips_an_untrusted_legacy_checkpoint(style, tmp_path,
                                                                           monkeypatch):
     monkeypatch.delenv(TRUST_ENV, raising=False)
-    marker = legacy_run(tmp_path)
-    target = tf.Variable(-1., name='w')
+    marker = legacy_run(tmp_path, style)
+    target = style.variable(-1., 'w')
     for source in (tmp_path, tmp_path / 'checkpoint' / 'checkpoint.dat-20',
                    tmp_path / 'checkpoint' / 'checkpoint.dat-20' / 'variables.index'):
         with pytest.raises(UntrustedCheckpointError, match=re.escape(
                 f'`trust_pickle=True` (spt.warm_start, CheckpointSaver.restore)')):
             spt.warm_start(str(source), [target], print_func=None)
     assert not marker.exists()
-    assert target.numpy() == -1.
+    assert style.value(target) == -1.
 
     report = spt.warm_start(str(tmp_path), [target], print_func=None, trust_pickle=True)
-    assert report.restored == ['w'] and target.numpy() == 20.
+    assert report.restored == ['w'] and style.value(target) == 20.
     assert marker.exists()
 
 
@@ -397,7 +408,7 @@ def test_convert_rewrites_legacy_checkpoints(tmp_path, monkeypatch, capsys):
     want_w, _ = run_loop(tmp_path / 'whole', shuffled_flow('RandomState'), [])
     got_w, _ = run_loop(tmp_path, shuffled_flow('RandomState'), lines)
     assert lines[0].startswith('Resume training: epoch 2, step 20, from checkpoint ')
-    assert got_w.numpy() == want_w.numpy()
+    assert got_w == want_w
 
 
 def test_convert_names_a_legacy_state_that_is_not_plain_data(tmp_path, capsys):

@@ -21,7 +21,8 @@ import tfsnippet as spt
 from tfsnippet.scaffold.checkpoint.policies import (KeepBest, KeepEveryNth, KeepLatest,
                                                     SaveAtEnd, SaveEvery)
 from tfsnippet.scaffold.checkpoint.store import CheckpointStore
-from tests.scaffold.test_checkpoint_best import (NAN, index, new_model, save_dir,
+from tests.helpers import checkpoint_variable
+from tests.scaffold.test_checkpoint_best import (NAN, index, new_model, run_vector, save_dir,
                                                  saved_kernel)
 from tests.scaffold.test_checkpoint_store import (LIMIT, REPO, check_clean, ckpt, label_of,
                                                   writer)
@@ -58,10 +59,24 @@ def kept(root):
             for n in names}
 
 
-def test_the_k_best_and_the_latest_n_are_kept_and_read_back(tmp_path):
-    checkpointer = run(tmp_path, VALID, 6)
+def kept_vector(root):
+    """``{step: w[0]}`` of every checkpoint of `run_vector` on disk, read back."""
+    names = sorted(n for n in os.listdir(save_dir(root)) if n.startswith('checkpoint.dat-'))
+    return {int(n.split('-')[1]): float(checkpoint_variable(os.path.join(save_dir(root), n),
+                                                            'w')[0]) for n in names}
+
+
+def checkpointer_of(root):
+    """Saves every epoch and at the end; keeps the latest 2 and the 2 best."""
+    return lambda variables: spt.Checkpointer(
+        str(root), save=[SaveEvery(epochs=1), SaveAtEnd()], variables=variables,
+        keep=[KeepLatest(2), KeepBest(k=2, metric='valid_loss')])
+
+
+def test_the_k_best_and_the_latest_n_are_kept_and_read_back(style, tmp_path):
+    _, checkpointer = run_vector(style, tmp_path, VALID, 6, checkpointer=checkpointer_of(tmp_path))
     # the 2 best: epoch 2 (0.2, step 4) and epoch 4 (0.3, step 8); the 2 latest: 10, 12
-    assert kept(tmp_path) == {4: 4., 8: 8., 10: 10., 12: 12.}
+    assert kept_vector(tmp_path) == {4: 4., 8: 8., 10: 10., 12: 12.}
     assert index(tmp_path)['checkpoints'] == [ckpt(4), ckpt(8), ckpt(10), ckpt(12)]
     pins = [(os.path.basename(path), record['value'], record['epoch'])
             for path, record in checkpointer.best_checkpoints()]
@@ -70,16 +85,18 @@ def test_the_k_best_and_the_latest_n_are_kept_and_read_back(tmp_path):
     assert index(tmp_path)['best']['name'] == ckpt(4)   # what older versions read
 
 
-def test_the_k_best_survive_a_resume_and_are_replaced_by_better(tmp_path):
-    run(tmp_path, VALID, 6)
+def test_the_k_best_survive_a_resume_and_are_replaced_by_better(style, tmp_path):
+    run_vector(style, tmp_path, VALID, 6, checkpointer=checkpointer_of(tmp_path))
     lines = []
-    model = new_model()
-    checkpointer = run(tmp_path, {7: 0.25, 8: 0.1}, 8, model=model, lines=lines)
+    _, checkpointer = run_vector(style, tmp_path, {7: 0.25, 8: 0.1}, 8, lines=lines,
+                                 checkpointer=checkpointer_of(tmp_path))
     assert lines[0].startswith('Resume training: epoch 6, step 12, from checkpoint ')
     # epoch 7 (0.25) pushes out step 8 (0.3); epoch 8 (0.1) pushes out step 14 (0.25)
-    assert kept(tmp_path) == {4: 4., 14: 14., 16: 16.}
+    assert kept_vector(tmp_path) == {4: 4., 14: 14., 16: 16.}
     assert [(os.path.basename(p), r['value']) for p, r in checkpointer.best_checkpoints()] == \
         [(ckpt(16), 0.1), (ckpt(4), 0.2)]
+    np.testing.assert_array_equal(
+        checkpoint_variable(checkpointer.best_checkpoint()[0], 'w'), [16., 16., 16.])
 
 
 def test_a_value_that_enters_the_k_best_is_saved_without_a_schedule(tmp_path):

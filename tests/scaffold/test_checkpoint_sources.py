@@ -1,5 +1,7 @@
-"""Tests of the `Source` protocol (eager): each kind of source opened, its names,
-shapes and dtypes listed, and one tensor read back.
+"""Tests of the `Source` protocol: each kind of source opened, its names,
+shapes and dtypes listed, and one tensor read back (the tests taking
+``style`` in both TF styles: no op is added to a graph; the rest in eager
+mode, tests/graph/test_checkpoint_sources_graph.py has the graph export).
 
 Each source is written by the tool that normally writes it; the values
 differ per variable, so a value read back tells which one it is.
@@ -8,6 +10,7 @@ differ per variable, so a value read back tells which one it is.
 import os
 import pickle
 
+import h5py
 import keras
 import numpy as np
 import pytest
@@ -19,6 +22,7 @@ from tfsnippet.scaffold.checkpoint.sources import (Source, describe_source, open
                                                    open_source, open_tf_checkpoint,
                                                    open_tfsnippet)
 from tfsnippet.scaffold.checkpoint.state_format import read_state
+from tests.helpers import Style
 
 v1 = tf.compat.v1
 W = np.arange(6, dtype='float32').reshape([2, 3])
@@ -40,14 +44,15 @@ def check_source(source, source_format, name, key, value):
     source.close()
 
 
-def save_tfsnippet(save_dir, step=3):
-    w = tf.Variable(W, name='enc/w')
-    b = tf.Variable(B, name='enc/b')
+def save_tfsnippet(save_dir, step=3, style=Style('eager')):
+    w = style.variable(W, 'enc/w')
+    b = style.variable(B, 'enc/b', dtype='int64')
     return CheckpointSaver([w, b], str(save_dir)).save(step)
 
 
-def test_tfsnippet_checkpoint(tmp_path):
-    path = save_tfsnippet(tmp_path / 'checkpoint')
+def test_tfsnippet_checkpoint(style, tmp_path):
+    path = save_tfsnippet(tmp_path / 'checkpoint', style=style)
+    ops = len(style.graph.get_operations()) if style.is_graph else None
     for given in (tmp_path, tmp_path / 'checkpoint', path, os.path.join(path, 'variables')):
         source = open_source(given)
         assert source.path == path
@@ -55,6 +60,8 @@ def test_tfsnippet_checkpoint(tmp_path):
         check_source(source, 'tfsnippet', 'enc/b', 'enc/b', B)
     assert sorted(open_tfsnippet(path).keys) == ['enc/b', 'enc/w']
     assert describe_source(open_source(path)) == f'tfsnippet checkpoint {path!r}'
+    if style.is_graph:
+        assert len(style.graph.get_operations()) == ops     # no op added to the graph
 
 
 def test_tfsnippet_checkpoint_names_are_the_recorded_ones(tmp_path):
@@ -126,12 +133,12 @@ def test_keras_weights_files(tmp_path):
     check_source(source, 'keras_h5', 'enc/b', 'enc/b', B)
 
 
-def test_saved_values_read_what_the_source_reads(tmp_path):
-    w = tf.Variable(W, name='w')
-    b = tf.Variable(B, name='b')
+def test_saved_values_read_what_the_source_reads(style, tmp_path):
+    w = style.variable(W, 'w')
+    b = style.variable(B, 'b', dtype='int64')
     saver = CheckpointSaver([w, b], str(tmp_path))
     path = saver.save(1)
-    w.assign(W + 100.)
+    style.assign(w, W + 100.)
 
     values = saver.saved_values(path)
 
@@ -139,7 +146,17 @@ def test_saved_values_read_what_the_source_reads(tmp_path):
     np.testing.assert_array_equal(values[id(b)], B)
     np.testing.assert_array_equal(values[id(w)], open_source(path).read('w'))
     with pytest.raises(CheckpointError, match="not found in the checkpoint"):
-        CheckpointSaver([tf.Variable(0., name='other')], str(tmp_path)).saved_values(path)
+        CheckpointSaver([style.variable(0., 'other')], str(tmp_path)).saved_values(path)
+
+
+def test_a_weights_file_written_by_h5py(style, tmp_path):
+    path = str(tmp_path / 'x.weights.h5')
+    with h5py.File(path, 'w') as f:
+        f.create_dataset('enc/w', data=W)
+        f.create_dataset('enc/b', data=B)
+    source = open_source(path)
+    check_source(source, 'keras_h5', 'enc/w', 'enc/w', W)
+    check_source(source, 'keras_h5', 'enc/b', 'enc/b', B)
 
 
 def test_errors(tmp_path):

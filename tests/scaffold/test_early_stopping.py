@@ -209,17 +209,17 @@ def test_warns_when_never_triggered(style):
 @pytest.mark.parametrize('name,smaller_is_better', [
     ('valid_acc', None), ('valid_accuracy', None), ('score', False),
 ])
-def test_larger_is_better_metrics(name, smaller_is_better):
-    w, b = make_vars()
+def test_larger_is_better_metrics(style, name, smaller_is_better):
+    model = Model(style)
     lines = []
-    loop = spt.TrainLoop([w, b], max_epoch=3, early_stopping=True, print_func=lines.append,
-                         valid_metric_name=name,
+    loop = spt.TrainLoop([model.w, model.b], max_epoch=3, early_stopping=True,
+                         print_func=lines.append, valid_metric_name=name,
                          valid_metric_smaller_is_better=smaller_is_better)
     assert loop.valid_metric_smaller_is_better is False
-    train(loop, w, b, valid=[0.5, 0.9, 0.7], metric=name)
-    assert w.numpy() == 4.
-    assert lines == [f'Restore early-stopping parameters: from step 4, where {name} = 0.9']
-    assert loop.best_valid_metric == 0.9
+    train_model(loop, model, valid=[0.5, 0.75, 0.625], metric=name)
+    assert model.values()[0] == 4.
+    assert lines == [f'Restore early-stopping parameters: from step 4, where {name} = 0.75']
+    assert loop.best_valid_metric == 0.75
 
 
 def test_smaller_is_better_can_be_forced_for_an_acc_name():
@@ -441,7 +441,8 @@ def test_stop_reason_of_the_limits():
 
 
 # --------------------------------------------------- (*) marks and best metric
-def test_star_marks_the_latest_validation_when_it_is_a_best(fake_clock):
+def test_star_marks_the_latest_validation_when_it_is_a_best(style, fake_clock):
+    validate = style.computed(tf.identity)     # the values as a session.run returns them
     lines = []
     bests = []
     loop = spt.TrainLoop(max_epoch=1, clock=fake_clock, print_func=lines.append,
@@ -451,18 +452,18 @@ def test_star_marks_the_latest_validation_when_it_is_a_best(fake_clock):
         for _ in loop.iter_epochs():
             for step, _ in loop.iter_steps(range(3)):
                 fake_clock.advance(1.)
-                loop.collect_metrics(valid_loss=[0.8, 0.6, 0.7][step - 1])
+                loop.collect_metrics(valid_loss=validate([0.75, 0.5, 0.625][step - 1]))
                 bests.append(loop.best_valid_metric)
                 loop.print_logs()
             loop.collect_metrics(loss=2.)
             loop.print_logs()
-    assert bests == [0.8, 0.6, 0.6]
+    assert bests == [0.75, 0.5, 0.5]
     assert lines == [
-        '[Step 1] step time: 1s; valid loss: 0.8 (*)',
-        '[Step 2] step time: 1s; valid loss: 0.6 (*)',
-        '[Step 3] step time: 1s; valid loss: 0.7',
-        # the latest validation (0.7) was not a best: no mark at the epoch level
-        '[Step 3] epoch time: 3s; step time: 1s (±0s); loss: 2; valid loss: 0.7 (±0.0816497)',
+        '[Step 1] step time: 1s; valid loss: 0.75 (*)',
+        '[Step 2] step time: 1s; valid loss: 0.5 (*)',
+        '[Step 3] step time: 1s; valid loss: 0.625',
+        # the latest validation (0.625) was not a best: no mark at the epoch level
+        '[Step 3] epoch time: 3s; step time: 1s (±0s); loss: 2; valid loss: 0.625 (±0.102062)',
     ]
 
 

@@ -1,4 +1,7 @@
-"""Host memory of early stopping and asynchronous checkpoints (issue 24), eager.
+"""Host memory of early stopping and asynchronous checkpoints (issue 24).
+
+The tests taking ``style`` run in both TF styles (a `Model` of the style);
+tests/graph/test_host_memory_graph.py has the graph-only copy by pieces.
 
 The early-stopping snapshot and the buffers of asynchronous saves are host
 buffers allocated once per loop (counted by ``HostBuffers.allocations``),
@@ -34,16 +37,18 @@ def _find(obj, key):
 
 
 class Model:
-    """``w`` (large) gains 1 and ``b`` gains [1, 2] per step."""
+    """``w`` (large) gains 1 and ``b`` gains [1, 2] per step, in `style`'s way."""
 
-    def __init__(self):
-        self.w = tf.Variable(tf.zeros([BIG]), name='w')
-        self.b = tf.Variable(tf.zeros([2]), name='b')
-        self.ones = tf.ones([BIG])
+    def __init__(self, style):
+        self.style = style
+        self.w = style.variable(np.zeros([BIG], np.float32), 'w')
+        self.b = style.variable(np.zeros([2], np.float32), 'b')
+        self.updates = [style.updater(self.w, np.ones([BIG], np.float32)),
+                        style.updater(self.b, [1., 2.])]
 
     def step(self):
-        self.w.assign_add(self.ones)
-        self.b.assign_add([1., 2.])
+        for update in self.updates:
+            update()
 
     def run(self, **kwargs):
         with spt.TrainLoop([self.w, self.b], max_epoch=4, print_func=lambda s: None,
@@ -55,7 +60,7 @@ class Model:
         return loop
 
     def values(self):
-        return self.w.numpy(), self.b.numpy()
+        return self.style.value(self.w), self.style.value(self.b)
 
 
 def _check_restored_best(model):
@@ -65,8 +70,8 @@ def _check_restored_best(model):
 
 
 @pytest.mark.parametrize('features', ['early_stopping', 'async', 'both'])
-def test_buffers_allocated_once_per_loop(tmp_path, features):
-    model = Model()
+def test_buffers_allocated_once_per_loop(style, tmp_path, features):
+    model = Model(style)
     kwargs = {}
     if features in ('early_stopping', 'both'):
         kwargs['early_stopping'] = True
@@ -83,11 +88,12 @@ def test_buffers_allocated_once_per_loop(tmp_path, features):
     else:
         w, b = model.values()
         assert np.all(w == 12.)
+        np.testing.assert_array_equal(b, [12., 24.])
 
 
-def test_async_checkpoints_hold_the_state_of_their_step(tmp_path):
+def test_async_checkpoints_hold_the_state_of_their_step(style, tmp_path):
     """The reused buffers and the lent snapshot: every checkpoint holds its step's values."""
-    model = Model()
+    model = Model(style)
     model.run(early_stopping=True, checkpoint_dir=str(tmp_path), checkpoint_step_freq=1,
               checkpoint_async=True)
     _check_restored_best(model)
@@ -101,6 +107,8 @@ def test_async_checkpoints_hold_the_state_of_their_step(tmp_path):
         names = dict(tf.train.list_variables(prefix))
         w_key = next(k for k, shape in names.items() if shape == [BIG])
         assert np.all(reader.get_tensor(w_key) == step)
+        b_key = next(k for k, shape in names.items() if shape == [2])
+        np.testing.assert_array_equal(reader.get_tensor(b_key), [step, 2 * step])
         state = read_state(path)
         snapshot = _find(state, 'snapshot')
         # a step save comes before the validation at the end of its epoch
@@ -112,10 +120,10 @@ def test_async_checkpoints_hold_the_state_of_their_step(tmp_path):
             np.testing.assert_array_equal(snapshot[1], [best_step, 2 * best_step])
 
 
-def test_resume_adopts_the_saved_snapshot(tmp_path):
+def test_resume_adopts_the_saved_snapshot(style, tmp_path):
     """A resumed run keeps the snapshot it loads, restores it, and allocates nothing more
     for it than a fresh run."""
-    model = Model()
+    model = Model(style)
     kwargs = dict(early_stopping=True, checkpoint_dir=str(tmp_path), checkpoint_step_freq=1)
     with pytest.raises(KeyboardInterrupt):
         with spt.TrainLoop([model.w, model.b], max_epoch=4, print_func=lambda s: None,
@@ -126,11 +134,12 @@ def test_resume_adopts_the_saved_snapshot(tmp_path):
                 loop.collect_metrics(valid_loss=VALID[epoch])
                 if epoch == 3:
                     raise KeyboardInterrupt()
-    model2 = Model()
-    before = HostBuffers.allocations
-    model2.run(**kwargs)
-    assert HostBuffers.allocations - before <= 2
-    _check_restored_best(model2)
+    with style.new_run():
+        model2 = Model(style)
+        before = HostBuffers.allocations
+        model2.run(**kwargs)
+        assert HostBuffers.allocations - before <= 2
+        _check_restored_best(model2)
 
 
 def test_freeze_state_lends_host_buffers_and_copies_the_rest():

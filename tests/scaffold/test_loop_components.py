@@ -2,7 +2,8 @@
 every reader, monitors with `min_delta`/`baseline`/`cooldown`, NaN validations,
 component state keys, and the rule that the loop core imports no feature.
 
-The graph-mode twins are in tests/graph/test_loop_components_graph.py.
+The tests taking ``style`` run in both TF styles (a `Counter` ``w`` gains 1
+per step); the rest in eager mode.
 """
 
 import ast
@@ -17,6 +18,7 @@ import tfsnippet as spt
 from tfsnippet import EventKeys
 from tfsnippet.utils import Every
 from tests.helpers import read_scalars
+from tests.helpers.loops import Counter
 
 PACKAGE = Path(spt.__file__).parent
 
@@ -86,15 +88,15 @@ def test_loss_guard_every_steps_reads_the_loss_on_schedule_only():
 
 
 # ------------------------------------------------------------ NaN validations
-def test_a_nan_first_validation_is_not_a_best_and_restores_nothing():
-    w = tf.Variable(0.)
+def test_a_nan_first_validation_is_not_a_best_and_restores_nothing(style):
+    w = Counter(style)
     lines = []
-    loop = spt.TrainLoop([w], max_epoch=2, early_stopping=True, print_func=lines.append,
+    loop = spt.TrainLoop([w.var], max_epoch=2, early_stopping=True, print_func=lines.append,
                          show_eta=False)
     with pytest.warns(UserWarning, match='Early-stopping has never been triggered'):
-        epochs(loop, [float('nan'), float('nan')], body=lambda lp: w.assign_add(1.))
+        epochs(loop, [float('nan'), float('nan')], body=w.step)
     assert loop.best_valid_metric is None
-    assert float(w.numpy()) == 2.                      # nothing was restored
+    assert float(w.value()) == 2.                      # nothing was restored
     assert not any(line.endswith('(*)') for line in lines)
     assert not any('Restore early-stopping' in line for line in lines)
 
@@ -111,29 +113,30 @@ def test_nan_after_a_best_keeps_the_best():
 
 
 # ------------------------------------------------------------ min_delta / baseline / cooldown
-def test_early_stopping_min_delta_and_patience():
-    w = tf.Variable(0.)
-    loop = spt.TrainLoop([w], max_epoch=10, print_func=lambda s: None, show_eta=False)
-    loop.add_component(spt.EarlyStopping([w], patience=2, min_delta=.1))
+def test_early_stopping_min_delta_and_patience(style):
+    w = Counter(style)
+    loop = spt.TrainLoop([w.var], max_epoch=10, print_func=lambda s: None, show_eta=False)
+    loop.add_component(spt.EarlyStopping([w.var], patience=2, min_delta=.1))
     # 0.95 and 0.92 are within min_delta of 1.0: two values without improvement stop
-    epochs(loop, [1., .95, .92, .5, .4], body=lambda lp: w.assign_add(1.))
+    epochs(loop, [1., .95, .92, .5, .4], body=w.step)
     assert loop.epoch == 3
     assert loop.stop_reason == '`valid_loss` has not improved for 2 validations (patience 2)'
-    assert float(w.numpy()) == 1.
+    assert float(w.value()) == 1.
 
 
-def test_early_stopping_baseline_must_be_beaten():
-    w = tf.Variable(0.)
-    loop = spt.TrainLoop([w], max_epoch=4, print_func=lambda s: None, show_eta=False,
+def test_early_stopping_baseline_must_be_beaten(style):
+    w = Counter(style)
+    validate = style.computed(tf.identity)
+    loop = spt.TrainLoop([w.var], max_epoch=4, print_func=lambda s: None, show_eta=False,
                          valid_metric_name='valid_acc')
-    es = spt.EarlyStopping([w], baseline=.9)
+    es = spt.EarlyStopping([w.var], baseline=.9)
     loop.add_component(es)
     with loop:
         for epoch in loop.iter_epochs():
-            w.assign_add(1.)
-            loop.collect_metrics(valid_acc=[.5, .95, .93, .97][epoch - 1])
-    assert es.monitor.mode == 'max' and es.monitor.best == .97
-    assert float(w.numpy()) == 4.
+            w.step()
+            loop.collect_metrics(valid_acc=validate([.5, .95, .93, .97][epoch - 1]))
+    assert es.monitor.mode == 'max' and es.monitor.best == pytest.approx(.97)
+    assert float(w.value()) == 4.
 
 
 def test_early_stopping_watches_its_own_metric():
@@ -149,8 +152,8 @@ def test_early_stopping_watches_its_own_metric():
     assert float(w.numpy()) == 2.                 # the best valid_acc was at epoch 2
 
 
-def test_reduce_on_plateau_cooldown_and_min_lr(fake_clock):
-    lr = tf.Variable(1.)
+def test_reduce_on_plateau_cooldown_and_min_lr(style, fake_clock):
+    lr = style.variable(1., 'lr')
     lines = []
     loop = spt.TrainLoop(max_epoch=8, print_func=lines.append, clock=fake_clock,
                          show_eta=False)
@@ -158,11 +161,11 @@ def test_reduce_on_plateau_cooldown_and_min_lr(fake_clock):
     values = []
 
     def record(lp):
-        values.append(float(lr.numpy()))
+        values.append(float(style.value(lr)))
     epochs(loop, [1.] * 8, body=record)
     # reduced after epochs 2, 5 and 8 (each reduction is followed by 2 epochs of cooldown)
     assert values == [1., 1., .5, .5, .5, .25, .25, .25]
-    assert lr.numpy() == np.float32(.2)
+    assert style.value(lr) == np.float32(.2)
     reductions = [line for line in lines if line.startswith('[Epoch') and 'Reduce' in line]
     assert [r.split(']')[0] for r in reductions] == ['[Epoch 2/8, Step 2', '[Epoch 5/8, Step 5',
                                                      '[Epoch 8/8, Step 8']
@@ -174,8 +177,8 @@ def make_plateaus(a, b, **kwargs):
             spt.ReduceOnPlateau(b, factor=.5, patience=3, **kwargs)]
 
 
-def test_two_reduce_on_plateaus_resume_with_their_own_state(tmp_path):
-    a, b = tf.Variable(1., name='lr_a'), tf.Variable(1., name='lr_b')
+def test_two_reduce_on_plateaus_resume_with_their_own_state(style, tmp_path):
+    a, b = style.variable(1., 'lr_a'), style.variable(1., 'lr_b')
     loop = spt.TrainLoop(max_epoch=2, checkpoint_dir=str(tmp_path), checkpoint_epoch_freq=1,
                          checkpoint_save_objects={'a': a, 'b': b}, print_func=lambda s: None)
     first = make_plateaus(a, b, metric='loss_a')
@@ -197,6 +200,19 @@ def test_two_reduce_on_plateaus_resume_with_their_own_state(tmp_path):
     with loop2:
         assert [c.state_dict()['monitor']['wait'] for c in second] == [0, 1]
         assert [c.state_dict()['monitor']['best'] for c in second] == [.5, 1.]
+
+
+def test_every_steps_handler_with_the_steps_of_the_style(style, fake_clock):
+    w = Counter(style)
+    seen = []
+    loop = spt.TrainLoop(max_epoch=2, print_func=lambda s: None, clock=fake_clock)
+    loop.events.on(EventKeys.AFTER_STEP, lambda lp: seen.append(float(w.value())),
+                   every=Every(steps=3))
+    with loop:
+        for _ in loop.iter_epochs():
+            for _ in loop.iter_steps(range(4)):
+                w.step()
+    assert seen == [3., 6.]
 
 
 def test_two_components_with_one_state_key_are_refused():

@@ -1,5 +1,5 @@
-"""TrainLoop with DataFlows and other data in eager mode (API.md 7.4 and 12, as
-changed by our docs).
+"""TrainLoop with DataFlows and other data (API.md 7.4 and 12, as changed by our
+docs): in eager mode, and in both TF styles for the tests taking ``style``.
 
 ``iter_steps(data)`` takes ``iter(data)`` anew in each epoch, so an epoch
 left early is not resumed by the next one (quirk Q5 fixed).  A checkpoint
@@ -173,6 +173,38 @@ def test_resume_a_shuffled_flow_mid_epoch(tmp_path):
     assert second[0][:2] == (2, STOP_AT)
     assert first + second == expected_shuffled()
     assert train(shuffled_flow(), max_epoch=3) == expected_shuffled()
+
+
+def train_w(style, root=None, stop_at=None, seen=None):
+    """3 epochs over `shuffled_flow()` in a new run of `style`, each batch ``x``
+    setting ``w = w / 2 + mean(x)`` (so ``w`` depends on the batches' order), as
+    `train` records them in `seen`.  Returns the final ``w``."""
+    with style.new_run():
+        w = style.variable(0., 'w')
+        update = style.fed(lambda x: w.assign(w / 2. + tf.reduce_mean(x)), [None])
+        options = checkpointed(root) if root is not None else {}
+        flow = shuffled_flow()
+        with spt.TrainLoop([w], max_epoch=3, print_func=lambda s: None, **options) as loop:
+            for epoch in loop.iter_epochs():
+                for step, (bx, by) in loop.iter_steps(flow):
+                    if step == stop_at:
+                        raise KeyboardInterrupt()
+                    update(bx)
+                    seen.append((epoch, step, as_lists((bx, by))))
+        return style.value(w)
+
+
+def test_a_model_resumed_mid_epoch_ends_with_the_weights_of_one_run(style, tmp_path):
+    full, first, second = [], [], []
+    expected_w = train_w(style, seen=full)
+    assert full == expected_shuffled()
+    with pytest.raises(KeyboardInterrupt):
+        train_w(style, tmp_path, stop_at=STOP_AT, seen=first)
+    resumed_w = train_w(style, tmp_path, seen=second)
+    assert len(first) == STOP_AT - 1
+    assert second[0][:2] == (2, STOP_AT)
+    assert first + second == full
+    assert resumed_w == expected_w
 
 
 def test_checkpoint_holds_the_flow_position(tmp_path):

@@ -3,13 +3,13 @@ metric, and a MultiTaskFlow resumed from the loop's checkpoints.
 
 The tests taking ``style`` run in both TF styles (the metric values are
 computed by TensorFlow, the variables are changed by a ``tf.function`` or
-a ``session.run``); tests/graph/test_multitask_graph.py trains a two-head
-graph model.  Metric values are chosen exact in float32 so summaries read
+a ``session.run``).  Metric values are chosen exact in float32 so summaries read
 back compare with ``==``.
 """
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import tfsnippet as spt
 from tests.helpers import read_scalars, saved_loop_state
@@ -173,37 +173,47 @@ def test_a_sink_receives_the_per_task_statistics_and_the_bests():
 STOP_AT = 7           # epochs of 5 steps: the 2nd step of epoch 2
 
 
-def train(root, mode, stop_at=None, seen=None):
-    """Three epochs of 5 steps over a MultiTaskFlow, checkpointed at every step;
-    ``(epoch, step, batch)`` appended to `seen`; KeyboardInterrupt at `stop_at`."""
+def train(style, root, mode, stop_at=None, seen=None):
+    """Three epochs of 5 steps over a MultiTaskFlow, checkpointed at every step, in a
+    new run of `style`: each task's batch ``x`` sets ``w = w / 2 + mean(x)`` (so ``w``
+    depends on the order of the batches); ``(epoch, step, batch)`` appended to
+    `seen`; KeyboardInterrupt at `stop_at`.  Returns `seen`, the MultiTaskMetrics
+    and the final ``w``."""
     seen = [] if seen is None else seen
     weights = {'digit': 2, 'coarse': 1} if mode == 'weighted' else None
     flow = spt.DataFlow.tasks(task_flows(), mode=mode, weights=weights, epoch=5,
                               random_state=0)
     tasks = spt.MultiTaskMetrics(flow)
     options = {} if root is None else dict(checkpoint_dir=str(root), checkpoint_step_freq=1)
-    loop = spt.TrainLoop(max_epoch=3, print_func=lambda s: None, **options)
-    loop.add_component(tasks)     # before entering: a resumed state reaches it
-    with loop:
-        for epoch in loop.iter_epochs():
-            for step, batch in loop.iter_steps(flow):
-                if step == stop_at:
-                    raise KeyboardInterrupt()
-                seen.append((epoch, step, lists(batch)))
-                loop.collect_metrics({f'{t}/valid_loss': float(step) for t in batch})
-    return seen, tasks
+    with style.new_run():
+        w = style.variable(0., 'w')
+        update = style.fed(lambda x: w.assign(w / 2. + tf.reduce_mean(x)), [None])
+        loop = spt.TrainLoop([w], max_epoch=3, print_func=lambda s: None, **options)
+        loop.add_component(tasks)     # before entering: a resumed state reaches it
+        with loop:
+            for epoch in loop.iter_epochs():
+                for step, batch in loop.iter_steps(flow):
+                    if step == stop_at:
+                        raise KeyboardInterrupt()
+                    seen.append((epoch, step, lists(batch)))
+                    for x, in batch.values():
+                        update(x)
+                    loop.collect_metrics({f'{t}/valid_loss': float(step) for t in batch})
+        return seen, tasks, style.value(w)
 
 
 @pytest.mark.parametrize('mode', ['together', 'alternate', 'weighted'])
 def test_interleaved_flows_resume_exactly_mid_epoch(style, tmp_path, mode):
-    whole, _ = train(None, mode)
+    whole, whole_tasks, whole_w = train(style, None, mode)
     first = []
     with pytest.raises(KeyboardInterrupt):
-        train(tmp_path, mode, stop_at=STOP_AT, seen=first)
+        train(style, tmp_path, mode, stop_at=STOP_AT, seen=first)
     assert len(first) == STOP_AT - 1
-    second, tasks = train(tmp_path, mode)
+    second, tasks, w = train(style, tmp_path, mode)
     assert second[0][:2] == (2, STOP_AT)
     assert first + second == whole
+    assert w == whole_w          # the same batches in the same order
+    assert tasks.best == whole_tasks.best and tasks.best_step == whole_tasks.best_step
     # the checkpoint holds one position per task's flow
     state = saved_loop_state(tmp_path, STOP_AT - 1)
     (position,) = state['dataflows']

@@ -1,8 +1,9 @@
 """Resumes that never skip or repeat work (issue 10), in eager mode.
 
 Every test runs a job, resumes it, and compares what each epoch's body saw
-with what one uninterrupted run would have seen.  The graph-mode twins are
-in tests/graph/test_resume_semantics_graph.py.
+with what one uninterrupted run would have seen.  The tests taking
+``style`` also train a `Counter` in both TF styles, resumed in a new run of
+the style; tests/graph/test_resume_semantics_graph.py has what is graph-only.
 """
 
 import os
@@ -16,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 import tfsnippet as spt
+from tests.helpers.loops import Counter
 
 
 class Journal(spt.CheckpointSavableObject):
@@ -42,10 +44,13 @@ UNINTERRUPTED = [(1, 1), (1, 2), (1, 3), ('body', 1), (2, 4), (2, 5), (2, 6), ('
                  (3, 7), (3, 8), (3, 9), ('body', 3)]
 
 
-def run(loop, journal, data=range(3), after_steps=None, interrupt_at=None):
+def run(loop, journal, data=range(3), after_steps=None, interrupt_at=None, train=None):
+    """`train`: called at each step (a `Counter`'s step, say)."""
     with loop:
         for epoch in loop.iter_epochs():
             for step, _ in loop.iter_steps(data):
+                if train is not None:
+                    train()
                 journal.entries.append((epoch, step))
                 if interrupt_at == step:
                     raise KeyboardInterrupt()
@@ -54,8 +59,8 @@ def run(loop, journal, data=range(3), after_steps=None, interrupt_at=None):
                 after_steps(loop, epoch)
 
 
-def test_make_checkpoint_after_the_step_loop_resumes_at_the_next_epoch(tmp_path):
-    journal = Journal()
+def test_make_checkpoint_after_the_step_loop_resumes_at_the_next_epoch(style, tmp_path):
+    journal, w = Journal(), Counter(style)
 
     def checkpoint_at_2(loop, epoch):
         if epoch == 2:
@@ -63,9 +68,12 @@ def test_make_checkpoint_after_the_step_loop_resumes_at_the_next_epoch(tmp_path)
             raise KeyboardInterrupt()    # killed right after the classic `make_checkpoint()`
 
     with pytest.raises(KeyboardInterrupt):
-        run(new_loop(tmp_path, journal), journal, after_steps=checkpoint_at_2)
-    resumed, lines = Journal(), []
-    run(new_loop(tmp_path, resumed, lines), resumed)
+        run(new_loop(tmp_path, journal, param_vars=[w.var]), journal, after_steps=checkpoint_at_2,
+            train=w.step)
+    with style.new_run():
+        resumed, lines, w2 = Journal(), [], Counter(style, -100.)
+        run(new_loop(tmp_path, resumed, lines, param_vars=[w2.var]), resumed, train=w2.step)
+        assert w2.value() == 9.
     assert lines[0].startswith('Resume training: epoch 2, step 6')
     assert resumed.entries == UNINTERRUPTED      # epoch 2's body did not run twice
 
@@ -80,21 +88,25 @@ def test_a_checkpoint_inside_the_step_loop_continues_that_epoch(tmp_path):
     assert resumed.entries == UNINTERRUPTED
 
 
-def test_saving_after_a_keyboard_interrupt_outside_the_epoch_loop_continues_the_epoch(tmp_path):
-    journal = Journal()
-    loop = new_loop(tmp_path, journal)
+def test_saving_after_a_keyboard_interrupt_outside_the_epoch_loop_continues_the_epoch(style,
+                                                                                     tmp_path):
+    journal, w = Journal(), Counter(style)
+    loop = new_loop(tmp_path, journal, param_vars=[w.var])
     with loop:
         try:
             for epoch in loop.iter_epochs():
                 for step, _ in loop.iter_steps(range(3)):
+                    w.step()
                     journal.entries.append((epoch, step))
                     if step == 4:
                         raise KeyboardInterrupt()
                 journal.entries.append(('body', epoch))
         except KeyboardInterrupt:
             loop.make_checkpoint()          # the interrupted epoch 2 is not over
-    resumed = Journal()
-    run(new_loop(tmp_path, resumed), resumed)
+    with style.new_run():
+        resumed, w2 = Journal(), Counter(style)
+        run(new_loop(tmp_path, resumed, param_vars=[w2.var]), resumed, train=w2.step)
+        assert w2.value() == 9.
     assert resumed.entries == UNINTERRUPTED
 
 
@@ -184,6 +196,7 @@ PREEMPTED_SCRIPT = '''
 import os, signal, sys
 import tensorflow as tf
 import tfsnippet as spt
+from tests.helpers.loops import Counter
 
 root, mode = sys.argv[1], sys.argv[2]
 w = tf.Variable(0.)

@@ -1,6 +1,5 @@
-"""The rough edges a new user hit (issue 11), fixed, in eager mode.
-
-Graph-mode twins are in tests/graph/test_rough_edges_graph.py.
+"""The rough edges a new user hit (issue 11), fixed: in both TF styles for the
+tests taking ``style`` (values from TensorFlow), the rest in eager mode.
 """
 
 import io
@@ -15,15 +14,16 @@ import tfsnippet as spt
 from tfsnippet import EventKeys
 
 
-def test_a_keras_style_val_loss_is_named_after_the_first_epoch():
-    w = tf.Variable(0.)
+def test_a_keras_style_val_loss_is_named_after_the_first_epoch(style):
+    w = style.variable(0., 'w')
+    valid = style.computed(tf.identity)
     lines = []
     loop = spt.TrainLoop([w], max_epoch=2, early_stopping=True, print_func=lines.append,
                          show_eta=False)
     with pytest.warns(UserWarning):
         with loop:
             for _ in loop.iter_epochs():
-                loop.collect_metrics(val_loss=1.)
+                loop.collect_metrics(val_loss=valid(1.))
     assert lines[0] == ("`valid_loss`, which early stopping watches, was not collected during "
                         "epoch 1; the metrics collected were ['val_loss']")
 
@@ -46,16 +46,17 @@ def test_notices_reach_a_logging_logger_as_one_record_each(caplog):
     assert all(m.strip() for m in messages)               # no empty record
 
 
-def test_a_metric_collected_before_the_epoch_shows_in_step_lines(fake_clock):
+def test_a_metric_collected_before_the_epoch_shows_in_step_lines(style, fake_clock):
+    computed = style.computed(tf.identity)
     lines = []
     loop = spt.TrainLoop(max_epoch=2, print_func=lines.append, clock=fake_clock,
                          show_eta=False)
     loop.events.on(EventKeys.BEFORE_EPOCH,
-                   lambda lp: lp.collect_metrics(lr=0.1 / lp.epoch))
+                   lambda lp: lp.collect_metrics(lr=computed(0.1 / lp.epoch)))
     with loop:
         for _ in loop.iter_epochs():
             for step, _ in loop.iter_steps(range(4)):
-                loop.collect_metrics(loss=float(step))
+                loop.collect_metrics(loss=computed(float(step)))
                 if step % 2 == 0:
                     loop.print_logs()
     assert [line.split('] ')[1] for line in lines] == [
@@ -78,6 +79,18 @@ def test_final_results_after_the_epoch_loop(fake_clock):
             loop.collect_results(test_acc='high')
     assert lines[-1] == 'Results: test acc: 0.75; test loss: 0.5'
     assert loop.results == {'test_acc': 0.75, 'test_loss': 0.5}
+
+
+def test_results_after_the_epoch_loop_computed_by_tensorflow(style):
+    acc = style.computed(tf.identity)(0.875)    # from session.run in graph style
+    lines = []
+    loop = spt.TrainLoop(max_epoch=1, print_func=lines.append)
+    with loop:
+        for _ in loop.iter_epochs():
+            pass
+        loop.collect_results(test_acc=acc)
+    assert lines[-1] == 'Results: test acc: 0.875'
+    assert loop.results == {'test_acc': 0.875}
 
 
 def test_collect_results_needs_an_entered_loop():
@@ -139,9 +152,11 @@ def test_progress_bar_knows_the_length_of_a_dataflow_in_the_first_epoch():
     assert '1/3' in text and '3/3' in text        # known from the first step on
 
 
-def test_a_scheduled_variable_is_saved_among_variables(tmp_path):
-    w = tf.Variable(1., name='w')
+def test_a_scheduled_variable_is_saved_among_variables(style, tmp_path):
+    w = style.variable(1., 'w')
     lr = spt.ScheduledVariable('lr', 0.5)
+    if style.is_graph:
+        spt.utils.ensure_variables_initialized()
     saver = spt.CheckpointSaver([w, lr], str(tmp_path))
     path = saver.save(1)
     lr.set(0.1)

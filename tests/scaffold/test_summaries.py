@@ -107,10 +107,10 @@ def test_summaries_are_flushed_at_the_end_of_each_epoch(tmp_path, fake_clock):
     assert read_scalars(tmp_path)['metrics/loss'] == LOSS
 
 
-def test_summary_commit_freqs(tmp_path, fake_clock):
+def test_summary_commit_freqs(style, tmp_path, fake_clock):
     loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), clock=fake_clock,
                          summary_commit_freqs={'loss': 2}, print_func=lambda s: None)
-    train(loop, fake_clock, add_x=False)
+    train_in_style(loop, style, fake_clock)
     scalars = read_scalars(tmp_path)
     assert scalars['metrics/loss'] == [(1, 0.25), (3, 0.75), (5, 1.25)]
     assert scalars['metrics/valid_loss'] == VALID
@@ -126,14 +126,14 @@ def test_summary_metric_prefix(tmp_path, fake_clock, prefix):
 
 
 @pytest.mark.parametrize('pattern', ['valid_.*', re.compile('valid_.*')], ids=['str', 'regex'])
-def test_summary_skip_pattern_replaces_the_default(tmp_path, fake_clock, pattern):
+def test_summary_skip_pattern_replaces_the_default(style, tmp_path, fake_clock, pattern):
     loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), clock=fake_clock,
                          summary_skip_pattern=pattern, print_func=lambda s: None)
-    train(loop, fake_clock, add_x=False)
+    train_in_style(loop, style, fake_clock)
     scalars = read_scalars(tmp_path)
     # valid_loss and valid_time are skipped; the other time metrics are written now
     assert sorted(scalars) == ['global_step/sec', 'metrics/epoch_time', 'metrics/loss',
-                               'metrics/step_time']
+                               'metrics/step_time', 'x']
     assert scalars['metrics/step_time'] == [(s, 2.) for s in range(1, 7)]
 
 
@@ -226,15 +226,16 @@ def test_summaries_are_written_when_the_loop_exits_through_an_error(tmp_path, fa
     assert read_scalars(tmp_path) == {'metrics/loss': LOSS[:2]}
 
 
-def test_histograms_of_param_vars_every_n_epochs(tmp_path, fake_clock):
-    w = tf.Variable(tf.zeros([3, 4]), name='w')
-    b = tf.Variable(tf.zeros([4]), name='b')
+def test_histograms_of_param_vars_every_n_epochs(style, tmp_path, fake_clock):
+    w = style.variable(np.zeros([3, 4]), 'w')
+    b = style.variable(np.zeros([4]), 'b')
+    step = style.updater(w, np.ones([3, 4]))
     loop = spt.TrainLoop({'dense/w': w, 'dense/b': b}, max_epoch=4, summary_dir=str(tmp_path),
                          summary_histogram_freq=2, print_func=lambda s: None, clock=fake_clock)
     with loop:
         for _ in loop.iter_epochs():
             for _ in loop.iter_steps(range(2)):
-                w.assign_add(tf.ones([3, 4]))
+                step()
     assert read_histograms(tmp_path) == {'params/dense/w': [(4, 12), (8, 12)],
                                          'params/dense/b': [(4, 4), (8, 4)]}
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

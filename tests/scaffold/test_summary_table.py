@@ -1,4 +1,5 @@
-"""Tests of `summarize_variables` (API.md section 6).
+"""Tests of `summarize_variables` (API.md section 6); the tests taking ``style``
+run in both TF styles.
 
 Every expected table below was worked out by hand from the layout rules:
 columns separated by two spaces, name column left-aligned and padded to
@@ -9,6 +10,7 @@ thousands separators, and the total right-aligned on the title line.
 import re
 
 import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -50,14 +52,14 @@ def test_dict_of_tf_variables_keeps_keys_and_order():
                                title='Trainable Parameters') == DENSE_TABLE
 
 
-def test_list_of_tf_variables_is_named_without_output_index():
+def test_list_of_tf_variables_is_named_without_output_index(style):
     variables = []
     with tf.name_scope('dense'):
-        variables.append(tf.Variable(tf.zeros([784, 500]), name='kernel'))
-        variables.append(tf.Variable(tf.zeros([500]), name='bias'))
+        variables.append(style.variable(np.zeros([784, 500]), 'kernel'))
+        variables.append(style.variable(np.zeros([500]), 'bias'))
     with tf.name_scope('out'):
-        variables.append(tf.Variable(tf.zeros([500, 10]), name='kernel'))
-        variables.append(tf.Variable(tf.zeros([10]), name='bias'))
+        variables.append(style.variable(np.zeros([500, 10]), 'kernel'))
+        variables.append(style.variable(np.zeros([10]), 'bias'))
     assert summarize_variables(variables, title='Trainable Parameters') == DENSE_TABLE
 
 

@@ -1,4 +1,7 @@
-"""Tests of `TrainLoop` in eager mode (API.md section 7; our fixes of section 15).
+"""Tests of `TrainLoop` (API.md section 7; our fixes of section 15).
+
+The tests taking ``style`` run in both TF styles, the rest in eager mode;
+tests/graph/test_train_loop_graph.py has what is graph-only.
 
 Times come from the `fake_clock` fixture, so every duration, ETA and log
 line below is exact and was worked out by hand from the spec.
@@ -146,11 +149,14 @@ def test_max_step_setter_accepts_none_and_numpy_ints():
     assert loop.max_epoch is None
 
 
-def test_limits_given_as_eager_tensors_and_variables():
-    loop = spt.TrainLoop(max_epoch=tf.constant(2), max_step=tf.Variable(7))
+def test_limits_given_as_tensors_and_variables(style):
+    loop = spt.TrainLoop(max_epoch=tf.constant(2),
+                         max_step=style.variable(7, 'max_step', dtype='int32'))
     assert (loop.max_epoch, loop.max_step) == (2, 7)
     assert type(loop.max_epoch) is int and type(loop.max_step) is int
     assert run_and_count(loop, [1, 2, 3, 4]) == {1: 4, 2: 3}
+    loop.max_epoch = tf.constant(4) + 1         # a tensor computed by TensorFlow
+    assert loop.max_epoch == 5
 
 
 # ---------------------------------------------------------------- iter_steps
@@ -260,7 +266,8 @@ def test_step_data_is_the_current_batch():
 
 
 # ------------------------------------------------------------------ events
-def test_event_order_of_two_epochs_of_two_steps(fake_clock):
+def test_event_order_of_two_epochs_of_two_steps(style, fake_clock):
+    computed = style.computed(tf.identity)      # the loss from session.run in graph style
     log = []
     loop = spt.TrainLoop(max_epoch=2, clock=fake_clock,
                          print_func=lambda line: log.append(('print', loop.epoch, loop.step, None)))
@@ -268,7 +275,7 @@ def test_event_order_of_two_epochs_of_two_steps(fake_clock):
     with loop:
         for epoch in loop.iter_epochs():
             for step, x in loop.iter_steps([1., 2.]):
-                loop.collect_metrics(loss=x)
+                loop.collect_metrics(loss=computed(x))
                 if step % 2 == 0:
                     loop.print_logs()
             with loop.timeit('valid_time'):
@@ -863,6 +870,22 @@ def test_metric_values_of_all_accepted_kinds(fake_clock):
     assert collected[4] == {}
 
 
+def test_metrics_computed_by_tensorflow_are_printed(style, fake_clock):
+    # a scalar and an array, as one session.run returns them in graph style
+    compute = style.fed(lambda x: (tf.reduce_mean(x), x * 2.), [None])
+    lines = []
+    with spt.TrainLoop(max_epoch=1, show_eta=False, print_func=lines.append,
+                       clock=fake_clock) as loop:
+        for _ in loop.iter_epochs():
+            for _, batch in loop.iter_steps([[1., 3.], [5., 7.]]):
+                m, v = compute(batch)
+                loop.collect_metrics(mean=m, doubled=v)
+            loop.print_logs()
+    # mean: samples 2 and 6; doubled: samples 2, 6, 10, 14 (std sqrt(20))
+    assert lines == ['[Step 2] epoch time: 0s; step time: 0s (±0s); '
+                     'doubled: 8 (±4.47214); mean: 4 (±2)']
+
+
 def test_eager_tensor_as_validation_metric(fake_clock):
     loop = make_loop([], fake_clock, max_epoch=1)
     with loop:
@@ -893,11 +916,11 @@ def test_print_training_summary_of_keras_variables():
     )
 
 
-def test_print_training_summary_of_tf_variables_with_groups():
-    params = [tf.Variable(tf.zeros([3, 2]), name='q_net/w'),
-              tf.Variable(tf.zeros([2]), name='q_net/b'),
-              tf.Variable(tf.zeros([2, 4]), name='p_net/w'),
-              tf.Variable(tf.zeros([1]), name='beta')]
+def test_print_training_summary_of_tf_variables_with_groups(style):
+    params = [style.variable(np.zeros([3, 2]), 'q_net/w'),
+              style.variable(np.zeros([2]), 'q_net/b'),
+              style.variable(np.zeros([2, 4]), 'p_net/w'),
+              style.variable(np.zeros([1]), 'beta')]
     lines = []
     loop = spt.TrainLoop(params, var_groups=['q_net', 'p_net/'], print_func=lines.append)
     assert loop.var_groups == ['q_net', 'p_net/']

@@ -89,19 +89,26 @@ def test_a_mapping_rule_still_decides_for_the_targets_it_matches(tmp_path):
     assert filled(target)['t/head/kernel'] == [2.] and filled(target)['t/hidden/kernel'] == [10.]
 
 
-def test_a_tf_module_is_matched_in_an_object_based_checkpoint(tmp_path):
-    pre = tf.Module()
-    pre.enc = tf.Module()
-    pre.enc.w = tf.Variable(np.full([2], 5., 'float32'))
-    pre.b = tf.Variable(6.)
-    prefix = tf.train.Checkpoint(net=pre, other=tf.Variable(1.)).save(str(tmp_path / 'c'))
-    fresh = tf.Module()
-    fresh.enc = tf.Module()
-    fresh.enc.w = tf.Variable(tf.zeros([2]), name='x')
-    fresh.b = tf.Variable(0., name='y')
+def test_a_tf_module_is_matched_in_an_object_based_checkpoint(style, tmp_path):
+    def module(w, b, names):
+        net = tf.Module()
+        net.enc = tf.Module()
+        net.enc.w = style.variable(np.full([2], w, 'float32'), names[0])
+        net.b = style.variable(b, names[1])
+        return net
+
+    with style.new_run():       # written by an earlier program (its own graph in graph style)
+        pre, other = module(5., 6., ('w', 'b')), style.variable(1., 'o')
+        if style.is_graph:
+            prefix = tf.compat.v1.train.Checkpoint(net=pre, other=other).save(
+                str(tmp_path / 'c'), session=style.session)
+        else:
+            prefix = tf.train.Checkpoint(net=pre, other=other).save(str(tmp_path / 'c'))
+    fresh = module(0., 0., ('x', 'y'))
     report = warm_start(prefix, fresh, print_func=None)
+    assert report.matched_by == 'structure'
     assert [e.source for e in report.entries] == ['net/b', 'net/enc/w']
-    assert (fresh.enc.w.numpy().tolist(), float(fresh.b.numpy())) == ([5., 5.], 6.)
+    assert (style.value(fresh.enc.w).tolist(), float(style.value(fresh.b))) == ([5., 5.], 6.)
 
 
 def test_a_list_of_variables_is_still_matched_by_name(tmp_path):

@@ -1,5 +1,9 @@
 """`Trainer`, `Evaluator` and the training components with eager TF2 / Keras 3 code.
 
+The tests taking ``style`` run in both TF styles (`make_trainer` and
+`make_evaluator` build the trainer of each style);
+tests/graph/test_trainer_graph.py has what is graph-only.
+
 The spec is API.md sections 3, 8, 9, 10 and 11, the docstrings of
 `BaseTrainer` and `TrainLoop`, and the docstrings of the components.  Every
 expected value below is worked out by hand; time comes from `fake_clock`.
@@ -19,6 +23,7 @@ import tfsnippet.scaffold.metrics.values as logging_module
 from tfsnippet import EventKeys
 from tfsnippet.trainer import (GradientAccumulator, LossGuard, LossGuardError, ProgressBar,
                                ReduceOnPlateau, clip_gradients)
+from tests.helpers.loops import make_evaluator, make_trainer
 
 LOOP_KEYS = (
     EventKeys.ENTER_LOOP, EventKeys.EXIT_LOOP, EventKeys.BEFORE_EPOCH, EventKeys.AFTER_EPOCH,
@@ -184,11 +189,11 @@ def test_full_event_sequence_of_two_epochs_of_two_steps(fake_clock):
     assert log == expected
 
 
-def test_trainer_events_alone_match_the_documented_order():
+def test_trainer_events_alone_match_the_documented_order(style):
     """API.md section 11 (test): the trainer's own events for 2 epochs x 2 steps."""
     log = []
     loop = spt.TrainLoop(max_epoch=2, print_func=lambda line: None)
-    trainer = spt.Trainer(loop, lambda x: None, data_flow=scalar_batches([1., 2.]))
+    trainer = make_trainer(style, loop, scalar_batches([1., 2.]), lambda x: {})
     record(trainer.events, 'T', TRAINER_KEYS, log)
     with loop:
         trainer.run()
@@ -253,7 +258,7 @@ def test_run_is_not_reentrant():
 
 
 # ------------------------------------------------------------ hooks and schedules
-def test_step_hooks_of_each_kind_fire_on_the_global_step(fake_clock):
+def test_step_hooks_of_each_kind_fire_on_the_global_step(style, fake_clock):
     lines, calls = [], []
     loop = make_loop(lines, fake_clock, max_epoch=2)
 
@@ -265,8 +270,8 @@ def test_step_hooks_of_each_kind_fire_on_the_global_step(fake_clock):
         def run(self):
             calls.append(('evaluate', loop.step))
 
-    trainer = spt.Trainer(loop, lambda x: {'loss': tf.reduce_sum(x)},
-                          data_flow=scalar_batches([1., 2., 3., 4., 5.]))
+    trainer = make_trainer(style, loop, scalar_batches([1., 2., 3., 4., 5.]),
+                           lambda x: {'loss': tf.reduce_sum(x)})
     trainer.evaluate_after_steps(Evaluated(), 3)
     trainer.anneal_after_steps(Annealed(), 4)
     trainer.log_after_steps(2)
@@ -284,11 +289,11 @@ def test_step_hooks_of_each_kind_fire_on_the_global_step(fake_clock):
     assert lines[1].endswith('loss: 3.5 (±0.5)')
 
 
-def test_epoch_hooks_of_each_kind(fake_clock):
+def test_epoch_hooks_of_each_kind(style, fake_clock):
     lines, calls = [], []
     loop = make_loop(lines, fake_clock, max_epoch=4)
-    trainer = spt.Trainer(loop, lambda x: {'loss': tf.reduce_sum(x)},
-                          data_flow=scalar_batches([1., 3.]))
+    trainer = make_trainer(style, loop, scalar_batches([1., 3.]),
+                           lambda x: {'loss': tf.reduce_sum(x)})
     trainer.evaluate_after_epochs(lambda: calls.append(('evaluate', loop.epoch)), 2)
     trainer.anneal_after(lambda: calls.append(('anneal', loop.epoch)), epochs=3)
     trainer.log_after(epochs=2)
@@ -371,15 +376,13 @@ def test_hook_wrapper_repr():
     assert repr(epoch_hook) == 'my-callback:epoch:3'
 
 
-def test_seconds_hooks_are_checked_after_each_step_with_the_loop_clock(fake_clock):
+def test_seconds_hooks_are_checked_after_each_step_with_the_loop_clock(style, fake_clock):
     lines, calls = [], []
     loop = make_loop(lines, fake_clock, max_step=8)
-
-    def step(x):
-        if loop.step > 1:       # step 1 takes no time, each later step 4 seconds
-            fake_clock.advance(4.)
-
-    trainer = spt.Trainer(loop, step, data_flow=scalar_batches(range(8)))
+    trainer = make_trainer(style, loop, scalar_batches(range(8)), lambda x: {})
+    # step 1 takes no time, each later step 4 seconds
+    trainer.events.on(EventKeys.BEFORE_STEP,
+                      lambda t: fake_clock.advance(4. if loop.step > 1 else 0.))
     trainer.evaluate_after(lambda: calls.append(('evaluate', loop.step)), seconds=10)
     trainer.anneal_after(lambda: calls.append(('anneal', loop.step)), seconds=7.5)
     trainer.log_after(seconds=12)
@@ -546,19 +549,22 @@ def test_eager_metrics_are_copied_to_the_host_only_when_the_logs_print(monkeypat
 
 
 # ------------------------------------------------------------ Evaluator
-def test_evaluator_weights_batches_by_their_length(fake_clock):
+def test_evaluator_weights_batches_by_their_length(style, fake_clock):
     """API.md 10 (test): batches [0..3] and [4, 5] of a mean: 2.5, or 3.0 unweighted."""
     lines = []
     loop = make_loop(lines, fake_clock, max_epoch=1)
     batches = [(np.arange(4, dtype=np.float32),), (np.arange(4, 6, dtype=np.float32),)]
 
     def metrics(x):
-        fake_clock.advance(1.5)
         return {'mean': tf.reduce_mean(x), 'valid_loss': tf.reduce_max(x)}
 
-    weighted = spt.Evaluator(loop, metrics, data_flow=batches)
-    unweighted = spt.Evaluator(loop, metrics, data_flow=batches, batch_weight_func=None,
-                               time_metric_name='flat_time')
+    weighted = make_evaluator(style, loop, batches, metrics)
+    unweighted = make_evaluator(style, loop, batches, metrics, batch_weight_func=None,
+                                time_metric_name='flat_time')
+    for evaluator in (weighted, unweighted):     # each run takes 3 seconds
+        evaluator.events.on(EventKeys.BEFORE_EXECUTION, lambda e: fake_clock.advance(3.))
+    assert weighted.batch_weight_func is spt.auto_batch_weight
+    assert spt.auto_batch_weight(np.zeros([4, 3]), np.zeros(5)) == 4.
     with loop:
         for _ in loop.iter_epochs():
             weighted.run()
@@ -631,9 +637,11 @@ def test_evaluator_hook_marks_new_best_lines(fake_clock):
     assert evaluator.last_metrics_dict == {'valid_loss': 1.}
 
 
-def test_evaluator_rejects_non_scalar_metric_values(fake_clock):
+def test_evaluator_rejects_non_scalar_metric_values(style, fake_clock):
     loop = make_loop([], fake_clock, max_epoch=1)
-    evaluator = spt.Evaluator(loop, lambda x: {'v': x}, data_flow=[(np.zeros(3),)])
+    # of unknown rank in graph style: checked on the values
+    evaluator = make_evaluator(style, loop, [(np.zeros(3),)], lambda x: {'v': x * 2.},
+                               shape=None)
     with loop:
         for _ in loop.iter_epochs():
             with pytest.raises(ValueError, match=re.escape('Metric is not a scalar')):
@@ -708,6 +716,20 @@ def test_reduce_on_plateau_scales_after_patience_bad_validations(fake_clock):
     assert all('`valid_loss`' in line for line in lines)
 
 
+def test_reduce_on_plateau_of_a_scheduled_variable_from_collected_metrics(style):
+    lr = spt.ScheduledVariable('plateau_lr', .4)
+    if style.is_graph:
+        spt.utils.ensure_variables_initialized()
+    lines = []
+    valid = {1: 1., 2: 2., 3: 2., 4: .5}
+    with spt.TrainLoop(max_epoch=4, show_eta=False, print_func=lines.append) as loop:
+        loop.add_component(ReduceOnPlateau(lr, factor=.5, patience=1))
+        for epoch in loop.iter_epochs():
+            loop.collect_metrics(valid_loss=valid[epoch])
+    assert lr.get() == pytest.approx(.1)
+    assert [tag_of(line) for line in lines] == ['[Epoch 2/4, Step 0]', '[Epoch 3/4, Step 0]']
+
+
 def test_reduce_on_plateau_on_a_keras_optimizer_learning_rate(fake_clock):
     optimizer = keras.optimizers.SGD(learning_rate=.8)
     optimizer.build([tf.Variable(0.)])
@@ -730,15 +752,17 @@ def nan_at(loop, steps, values=None):
     return step
 
 
-def test_loss_guard_raises_on_nan(fake_clock):
+def test_loss_guard_raises_on_nan(style, fake_clock):
     loop = make_loop([], fake_clock, max_epoch=2)
     loop.add_component(LossGuard())
-    trainer = spt.Trainer(loop, nan_at(loop, {3}), data_flow=scalar_batches([0., 0.]))
+    # log(-1) is NaN: the loss of step 2
+    trainer = make_trainer(style, loop, scalar_batches([1., -1.]),
+                           lambda x: {'loss': tf.reduce_sum(tf.math.log(x))})
     after = []
     trainer.events.on(EventKeys.AFTER_EXECUTION, after.append)
     with loop:
         with pytest.raises(LossGuardError,
-                           match=re.escape('`loss` is nan at epoch 2, step 3')):
+                           match=re.escape('`loss` is nan at epoch 1, step 2')):
             trainer.run()
     assert after == []
 
@@ -793,13 +817,14 @@ def test_loss_guard_watches_a_named_metric_of_a_dict(fake_clock):
 
 
 # ------------------------------------------------------------ ProgressBar
-def test_progress_bar_keeps_printed_lines_in_order_and_leaves_print_func_alone(fake_clock):
+def test_progress_bar_keeps_printed_lines_in_order_and_leaves_print_func_alone(style,
+                                                                               fake_clock):
     lines = []
     bar_file = io.StringIO()
     loop = make_loop(lines, fake_clock, max_epoch=2)
     loop.add_component(ProgressBar(file=bar_file, mininterval=0))
-    trainer = spt.Trainer(loop, lambda x: {'loss': tf.reduce_sum(x)},
-                          data_flow=scalar_batches([1., 2., 3.]))
+    trainer = make_trainer(style, loop, scalar_batches([1., 2., 3.]),
+                           lambda x: {'loss': tf.reduce_sum(x)})
     trainer.log_after_steps(2)
     trainer.log_after_epochs(1)
     with loop:
@@ -876,34 +901,36 @@ def test_gradient_accumulator_with_one_batch_applies_every_step():
     assert int(optimizer.iterations.numpy()) == 2
 
 
-def test_clip_gradients_by_global_norm_and_by_value():
+def test_clip_gradients_by_global_norm_and_by_value(style):
+    value = style.value
     grads = [tf.constant([3., 4.]), None, tf.constant([0., 12.])]     # global norm 13
     by_norm = clip_gradients(grads, clip_norm=6.5)
-    np.testing.assert_allclose(by_norm[0].numpy(), [1.5, 2.])
+    np.testing.assert_allclose(value(by_norm[0]), [1.5, 2.])
     assert by_norm[1] is None
-    np.testing.assert_allclose(by_norm[2].numpy(), [0., 6.])
+    np.testing.assert_allclose(value(by_norm[2]), [0., 6.])
     # a norm already below the limit is kept
     kept = clip_gradients(grads, clip_norm=20.)
-    np.testing.assert_allclose(kept[2].numpy(), [0., 12.])
+    np.testing.assert_allclose(value(kept[2]), [0., 12.])
 
     by_value = clip_gradients(grads, clip_value=3.5)
-    np.testing.assert_allclose(by_value[0].numpy(), [3., 3.5])
-    np.testing.assert_allclose(by_value[2].numpy(), [0., 3.5])
+    np.testing.assert_allclose(value(by_value[0]), [3., 3.5])
+    np.testing.assert_allclose(value(by_value[2]), [0., 3.5])
     # both: the norm first, then the value
     both = tf.function(lambda a, b: clip_gradients([a, b], clip_norm=6.5, clip_value=1.8))(
         grads[0], grads[2])
-    np.testing.assert_allclose(both[0].numpy(), [1.5, 1.8])
-    np.testing.assert_allclose(both[1].numpy(), [0., 1.8])
+    np.testing.assert_allclose(value(both[0]), [1.5, 1.8])
+    np.testing.assert_allclose(value(both[1]), [0., 1.8])
 
 
-def test_run_prints_the_parameter_table_once_after_the_users_own_call(fake_clock):
-    w = tf.Variable([1., 2.], name='w')
+def test_run_prints_the_parameter_table_once_after_the_users_own_call(style, fake_clock):
+    w = style.variable([1., 2.], 'w')
     for user_prints in (True, False):
         lines = []
         with make_loop(lines, fake_clock, param_vars=[w], max_epoch=1) as loop:
             if user_prints:
                 loop.print_training_summary()
-            spt.Trainer(loop, lambda x: {'loss': x}, data_flow=scalar_batches([1.])).run()
+            make_trainer(style, loop, scalar_batches([1.]),
+                         lambda x: {'loss': tf.reduce_sum(x)}).run()
         tables = [line for line in lines if line.startswith('Trainable Parameters')]
         assert len(tables) == 1, lines
         assert lines[0].startswith('Trainable Parameters')
