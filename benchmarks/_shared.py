@@ -134,8 +134,12 @@ class _Shared:
     def close(self) -> None:
         if self.worker is not None:
             assert self.worker.stdin is not None
-            self.worker.stdin.close()
-            self.worker.wait(timeout=60)
+            self.worker.stdin.close()       # its loop ends: it exits
+            try:
+                self.worker.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.worker.kill()
+                self.worker.wait()
 
 
 _SHARED: list[_Shared] = []
