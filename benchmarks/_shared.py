@@ -230,34 +230,50 @@ def _graph_worker() -> int:
 
 
 #: Scripts that set TensorFlow's devices up before its runtime starts (two logical
-#: CPUs, op determinism): :func:`run_quick` runs them in a process of their own.
+#: CPUs, op determinism): :func:`run_quick` runs them in a process of their own, in
+#: parallel with the others.
 OWN_PROCESS = frozenset({'bench_distributed.py'})
 
 
 def run_quick(scripts: Sequence[str], out_dir: str) -> list[str]:
     """Run each script's ``--quick`` mode in this process, children shared (those of
-    `OWN_PROCESS` in a child each); return the scripts that failed.
-    ``OUT/<script>.json`` gets its rows, ``.out`` and ``.err`` its output, ``.rc`` its
-    exit code, and the folder ``OUT/<script>.tmp`` was its temporary folder (left
-    empty by a script that cleans up)."""
-    failed = []
+    `OWN_PROCESS` in a child each, started first and running meanwhile); return the
+    scripts that failed.  ``OUT/<script>.json`` gets its rows, ``.out`` and ``.err`` its
+    output, ``.rc`` its exit code, and the folder ``OUT/<script>.tmp`` was its temporary
+    folder (left empty by a script that cleans up)."""
+    def base(script: str) -> str:
+        return os.path.join(out_dir, script)
+
+    def argv(script: str) -> list[str]:
+        os.makedirs(base(script) + '.tmp')
+        return ['--quick', '--table-json', base(script) + '.json']
+
+    results: dict[str, tuple[int, str, str]] = {}
+    own = {}
+    for script in scripts:
+        if script in OWN_PROCESS:    # output straight into its files: never a full pipe
+            with open(base(script) + '.out', 'w') as out, open(base(script) + '.err', 'w') as err:
+                own[script] = subprocess.Popen(
+                    [sys.executable, os.path.join(HERE, script), *argv(script)], stdout=out,
+                    stderr=err, env=dict(os.environ, TMPDIR=base(script) + '.tmp'))
     with shared_children():
         for script in scripts:
-            base = os.path.join(out_dir, script)
-            argv = ['--quick', '--table-json', base + '.json']
-            os.makedirs(base + '.tmp')
-            if script in OWN_PROCESS:
-                proc = subprocess.run([sys.executable, os.path.join(HERE, script), *argv],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, env=dict(os.environ, TMPDIR=base + '.tmp'))
-                rc, out, err = proc.returncode, proc.stdout, proc.stderr
-            else:
-                rc, out, err = run_script(os.path.join(HERE, script), argv, tmp=base + '.tmp')
-            for ext, text in (('.out', out), ('.err', err), ('.rc', str(rc))):
-                with open(base + ext, 'w', encoding='utf-8') as f:
-                    f.write(text)
-            if rc != 0 or not os.path.exists(base + '.json'):
-                failed.append(script)
+            if script not in own:
+                results[script] = run_script(os.path.join(HERE, script), argv(script),
+                                             tmp=base(script) + '.tmp')
+    for script, proc in own.items():
+        proc.wait()
+        with open(base(script) + '.out', encoding='utf-8') as out, \
+                open(base(script) + '.err', encoding='utf-8') as err:
+            results[script] = proc.returncode, out.read(), err.read()
+    failed = []
+    for script in scripts:
+        rc, out, err = results[script]
+        for ext, text in (('.out', out), ('.err', err), ('.rc', str(rc))):
+            with open(base(script) + ext, 'w', encoding='utf-8') as f:
+                f.write(text)
+        if rc != 0 or not os.path.exists(base(script) + '.json'):
+            failed.append(script)
     return failed
 
 
