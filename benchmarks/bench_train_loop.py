@@ -60,9 +60,9 @@ SIZES = {
         'own_cost_epochs': 300,
     },
     'quick': {
-        'noop_epochs': 2, 'noop_steps': 2_000, 'noop_repeats': 2,
-        'mlp_epochs': 2, 'mlp_pairs': 2, 'mlp_warmup_epochs': 1,
-        'own_cost_epochs': 20,
+        'noop_epochs': 2, 'noop_steps': 500, 'noop_repeats': 1,
+        'mlp_epochs': 1, 'mlp_pairs': 2, 'mlp_warmup_epochs': 1,
+        'own_cost_epochs': 5,
     },
 }
 
