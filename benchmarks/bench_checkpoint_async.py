@@ -25,7 +25,7 @@ Two parts, each run in one process so that its baselines share the load:
    fsyncs) takes longer than the steps between two saves, the asynchronous
    loop waits for it: its steps/s are then bounded by the disk.
 
-Figures are medians (of 7 saves, 5 runs; 3 each with ``--quick``); the
+Figures are medians (of 7 saves, 5 runs; 1 each with ``--quick``); the
 save times come with the CPU time of the calling thread, which other
 processes do not inflate.  The machine's load average is printed at the
 start and the end: on a busy machine the background writer competes with
@@ -37,13 +37,10 @@ Usage: ``python benchmarks/bench_checkpoint_async.py [--quick] [--dir PATH]
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -55,23 +52,11 @@ sys.path.insert(0, HERE)
 
 from _bench import (Row, Samples, Stopwatch, describe_machine, format_table,  # noqa: E402
                     load_average, time_alternating, write_rows)
+from _shared import matrices, quick_parser, run_child, scratch_dir  # noqa: E402
 
 #: What an asynchronous save of the 10M-parameter model may block the loop for.
 TARGET_MS = 15.
 SAVE_FREQ = 10
-
-
-def make_variables(n_params: int, graph: bool) -> list[Any]:
-    """Five ``[n_params / 10000, 2000]`` float32 variables."""
-    import tensorflow as tf
-
-    rows = n_params // (5 * 2000)
-    if graph:
-        v1 = tf.compat.v1
-        return [v1.get_variable(f'w{i}', initializer=v1.random_normal([rows, 2000], seed=i))
-                for i in range(5)]
-    return [tf.Variable(tf.random.normal([rows, 2000], seed=i), name=f'w{i}')
-            for i in range(5)]
 
 
 # ------------------------------------------------------------------ part 1, eager
@@ -81,7 +66,7 @@ def measure_saves(n_params: int, repeats: int, root: str) -> dict[str, Samples]:
 
     import tfsnippet as spt
 
-    variables = make_variables(n_params, graph=False)
+    variables = matrices(n_params)
     tf_ckpt = tf.train.Checkpoint(**{f'w{i}': v for i, v in enumerate(variables)})
     tf_async = tf.train.CheckpointOptions(enable_async=True)
     sync_saver = spt.CheckpointSaver(variables, os.path.join(root, 'sync'), max_to_keep=2)
@@ -141,7 +126,7 @@ def graph_child(n_params: int, repeats: int, root: str) -> None:
     import tfsnippet as spt
 
     v1 = tf.compat.v1
-    variables = make_variables(n_params, graph=True)
+    variables = matrices(n_params, graph=True)
     tf_saver = v1.train.Saver(var_list=variables)
     async_saver = spt.CheckpointSaver(variables, os.path.join(root, 'graph-async'),
                                       max_to_keep=2, asynchronous=True)
@@ -167,13 +152,8 @@ def graph_child(n_params: int, repeats: int, root: str) -> None:
 
 
 def measure_graph(n_params: int, repeats: int, root: str) -> dict[str, Samples]:
-    proc = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), '--graph-child', str(n_params),
-         str(repeats), root], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        timeout=1800)
-    if proc.returncode != 0:
-        raise RuntimeError(f'the graph-mode child failed:\n{proc.stderr[-3000:]}')
-    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_child(__file__, ['--graph-child', str(n_params), str(repeats), root], graph=True)
+    data = json.loads(out.strip().splitlines()[-1])
     return {k: Samples(wall, cpu) for k, (wall, cpu) in data.items()}
 
 
@@ -218,21 +198,18 @@ def main() -> None:
     if len(sys.argv) == 5 and sys.argv[1] == '--graph-child':
         graph_child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--quick', action='store_true',
-                        help='1M parameters, 3 repeats, 2 epochs (smoke sizes, not figures)')
-    parser.add_argument('--dir', help='where to write the checkpoints (default: a temp dir)')
-    parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
-    args = parser.parse_args()
+    args = quick_parser(__doc__.splitlines()[0], '1M parameters, 1 run, 1 epoch',
+                        dir=True).parse_args()
 
     n_params = 1_000_000 if args.quick else 10_000_000
-    repeats = 3 if args.quick else 7
-    epochs = 2 if args.quick else 6
+    repeats = 1 if args.quick else 7
+    runs = 1 if args.quick else 5
+    epochs = 1 if args.quick else 6
     print(describe_machine())
-    with tempfile.TemporaryDirectory(dir=args.dir) as root:
+    with scratch_dir(args.dir) as root:
         saves = measure_saves(n_params, repeats, root)
         graph = measure_graph(n_params, repeats, root)
-        mlp = measure_mlp(epochs, 3 if args.quick else 5, root)
+        mlp = measure_mlp(epochs, runs, root)
 
     size = n_params * 4 / 2 ** 20
     print(f'\n1. The time a save blocks the loop: {n_params:,} float32 parameters ({size:.1f} '
@@ -245,7 +222,7 @@ def main() -> None:
     print('(wall times of the saving call; "thread CPU" is the CPU time of the calling thread '
           'only,\n which a busy machine does not inflate)')
     print(f'\n2. A digits MLP in a TrainLoop saving checkpoints, {epochs} epochs, median of '
-          f'{3 if args.quick else 5} runs')
+          f'{runs} runs')
     none = mlp['no checkpoints'].median
     print(format_table(('case', 'steps/s', 'vs none'), [
         (name, f'{1 / s.median:,.0f}', f'{none / s.median:.3f}') for name, s in mlp.items()],

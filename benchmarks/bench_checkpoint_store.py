@@ -4,7 +4,7 @@ Times ``CheckpointSaver.save`` of 10,000,000 float32 parameters (38 MiB) in
 eager mode, with ``durable=True`` (every file and directory fsynced: the
 default) and ``durable=False`` (the same protocol without fsync, as saves
 were before checkpoints were made durable).  The two alternate, after one
-warm-up save each; the figures are medians of 7 saves (3 with ``--quick``,
+warm-up save each; the figures are medians of 7 saves (1 with ``--quick``,
 which also shrinks the model to 1M parameters).  The save is synchronous:
 the time is what a training loop waits.
 
@@ -15,11 +15,9 @@ directory); fsync times depend on that disk far more than on the CPU.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -29,6 +27,7 @@ sys.path.insert(0, HERE)
 
 from _bench import (Row, Samples, describe_machine, format_table,  # noqa: E402
                     time_alternating, whole_call, write_rows)
+from _shared import matrices, quick_parser, scratch_dir  # noqa: E402
 
 
 def measure(n_params: int, repeats: int, root: str) -> dict[str, Samples]:
@@ -36,14 +35,9 @@ def measure(n_params: int, repeats: int, root: str) -> dict[str, Samples]:
 
     `n_params` is rounded down to a multiple of 10,000.
     """
-    import tensorflow as tf
-
     import tfsnippet as spt
 
-    # five 2000-wide matrices, as many parameters as asked (a multiple of 10,000)
-    rows = n_params // (5 * 2000)
-    variables = [tf.Variable(tf.random.normal([rows, 2000], seed=i), name=f'w{i}')
-                 for i in range(5)]
+    variables = matrices(n_params)   # five 2000-wide matrices
     savers = {
         'durable': spt.CheckpointSaver(variables, os.path.join(root, 'durable'), max_to_keep=2),
         'not durable': spt.CheckpointSaver(variables, os.path.join(root, 'not-durable'),
@@ -61,16 +55,13 @@ def measure(n_params: int, repeats: int, root: str) -> dict[str, Samples]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--quick', action='store_true', help='1M parameters, 3 saves each')
-    parser.add_argument('--dir', help='where to write the checkpoints (default: a temp dir)')
-    parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
-    args = parser.parse_args()
+    args = quick_parser(__doc__.splitlines()[0], '1M parameters, 1 save each',
+                        dir=True).parse_args()
 
     n_params = 1_000_000 if args.quick else 10_000_000
-    repeats = 3 if args.quick else 7
+    repeats = 1 if args.quick else 7
     print(describe_machine())
-    with tempfile.TemporaryDirectory(dir=args.dir) as root:
+    with scratch_dir(args.dir) as root:
         times = measure(n_params, repeats, root)
     size = n_params * 4 / 2 ** 20
     print(f'\nCheckpointSaver.save, eager, {n_params:,} float32 parameters ({size:.1f} MiB), '

@@ -39,7 +39,7 @@ TARGET_US = 1.0   # component attached but idle - bare TrainLoop, µs per step
 
 SIZES = {
     'full': {'epochs': 10, 'steps': 10_000, 'repeats': 7},
-    'quick': {'epochs': 2, 'steps': 1_000, 'repeats': 2},
+    'quick': {'epochs': 1, 'steps': 200, 'repeats': 1},
 }
 
 TABLE_COLUMNS = ('case', 'bare µs/step', 'with it µs/step', 'difference µs/step',

@@ -63,7 +63,7 @@ T0_ENV = 'TFSNIPPET_BENCH_T0'   # the launch time, handed to the workers
 # epochs per timed run, timed pairs (bare, TrainLoop), warm-up epochs
 SIZES = {
     'full': {'epochs': 3, 'pairs': 41, 'warmup': 2, 'launch_repeats': 7},
-    'quick': {'epochs': 1, 'pairs': 2, 'warmup': 1, 'launch_repeats': 2},
+    'quick': {'epochs': 1, 'pairs': 2, 'warmup': 1, 'launch_repeats': 1},
 }
 
 

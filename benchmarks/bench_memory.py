@@ -1,6 +1,6 @@
 """Benchmark: the host memory (peak RSS) each loop feature costs, in copies of the parameters.
 
-One float32 variable of 25M elements (95 MiB; 2.5M with ``--quick``) is
+One float32 variable of 25M elements (95 MiB; 250,000 with ``--quick``) is
 trained for 3 epochs of 6 steps by a cheap step (``assign_add`` of a second
 variable of the same shape, so no step allocates a tensor; in graph mode a
 local variable, which checkpoints leave out) in a
@@ -14,7 +14,9 @@ local variable, which checkpoints leave out) in a
 * both early stopping and asynchronous checkpoints.
 
 Each feature set runs in its own child process, eager, and again in a child
-with eager execution disabled (graph mode, ``tf.compat.v1`` session).  The
+with eager execution disabled (graph mode, ``tf.compat.v1`` session); with
+``--quick`` in the smoke run (``_shared.run_quick``) they share one process
+per mode.  The
 child builds the variables, runs one step, resets the kernel's peak-RSS
 counter (``/proc/self/clear_refs``; where it cannot, the peak since the
 start is used, ``resource.getrusage``'s ``ru_maxrss``) and reads the RSS
@@ -32,13 +34,10 @@ Usage: ``python benchmarks/bench_memory.py [--quick] [--dir PATH]
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
-import tempfile
 from typing import Any
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -47,6 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from _bench import Row, describe_machine, format_table, load_average, write_rows  # noqa: E402
+from _shared import quick_parser, run_child, scratch_dir  # noqa: E402
 
 EPOCHS = 3
 STEPS_PER_EPOCH = 6
@@ -143,38 +143,31 @@ def child(feature: str, n_params: int, root: str) -> None:
         peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({'rise_kib': peak_kib - (before_kib or 0), 'reset': reset,
                       'before_kib': before_kib, 'peak_kib': peak_kib}))
+    if session is not None:
+        session.__exit__(None, None, None)
 
 
-def run_child(feature: str, n_params: int, root: str, graph: bool) -> dict[str, Any]:
-    env = dict(os.environ, BENCH_MEMORY_GRAPH='1' if graph else '0')
-    proc = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), '--child', feature, str(n_params), root],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=1800, env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f'the child {feature!r} (graph={graph}) failed:\n'
-                           f'{proc.stderr[-3000:]}')
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def measure_feature(feature: str, n_params: int, root: str, graph: bool) -> dict[str, Any]:
+    """The JSON of `child` run in a child process (`_shared.run_child`)."""
+    out = run_child(__file__, ['--child', feature, str(n_params), root], graph=graph,
+                    env={'BENCH_MEMORY_GRAPH': '1' if graph else '0'})
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> None:
     if len(sys.argv) == 5 and sys.argv[1] == '--child':
         child(sys.argv[2], int(sys.argv[3]), sys.argv[4])
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--quick', action='store_true',
-                        help='2.5M parameters (smoke sizes, not figures)')
-    parser.add_argument('--dir', help='where to write the checkpoints (default: a temp dir)')
-    parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
-    args = parser.parse_args()
+    args = quick_parser(__doc__.splitlines()[0], '250,000 parameters', dir=True).parse_args()
 
-    n_params = 2_500_000 if args.quick else 25_000_000
+    n_params = 250_000 if args.quick else 25_000_000
     mib = n_params * 4 / 2 ** 20
     print(describe_machine())
     results: dict[tuple[str, bool], dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(dir=args.dir) as root:
+    with scratch_dir(args.dir) as root:
         for graph in (False, True):
             for feature in FEATURES:
-                results[feature, graph] = run_child(feature, n_params, root, graph)
+                results[feature, graph] = measure_feature(feature, n_params, root, graph)
 
     def copies(feature: str, graph: bool) -> float:
         rise = results[feature, graph]['rise_kib'] - results['bare', graph]['rise_kib']

@@ -24,10 +24,8 @@ Usage: ``python benchmarks/bench_recording.py [--quick] [--table-json PATH]``.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,18 +36,13 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from _bench import (Row, Stopwatch, describe_machine, format_table,  # noqa: E402
                     load_average, met_text, time_alternating, write_rows)
+from _shared import lean_experiment, quick_parser, scratch_dir  # noqa: E402
 
 import tfsnippet as spt  # noqa: E402
 
 TARGET_US = 5.0
 STEPS_PER_EPOCH = 100
-SIZES = {'full': {'epochs': 100, 'repeats': 9}, 'quick': {'epochs': 5, 'repeats': 2}}
-
-
-class BenchConfig(spt.Config):
-    """The config of the benchmark's run."""
-    lr = 0.001
-    batch_size = 64
+SIZES = {'full': {'epochs': 100, 'repeats': 9}, 'quick': {'epochs': 2, 'repeats': 1}}
 
 
 def make_loop(epochs: int) -> Any:
@@ -69,21 +62,17 @@ def train(loop: Any, watch: Stopwatch) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--quick', action='store_true', help='smoke-run sizes (not figures)')
-    parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
-    args = parser.parse_args()
+    args = quick_parser(__doc__.splitlines()[0], '2 epochs, 1 run each').parse_args()
     size = SIZES['quick' if args.quick else 'full']
     epochs, repeats = size['epochs'], size['repeats']
     steps = epochs * STEPS_PER_EPOCH
     print(describe_machine())
     print(f'{epochs} epochs x {STEPS_PER_EPOCH} steps per run, {repeats} runs each')
 
-    with tempfile.TemporaryDirectory() as root:
+    with scratch_dir() as root:
         # the loops without an Experiment are made before it opens: no recorder
         bare: Iterator[Any] = iter([make_loop(epochs) for _ in range(repeats)])
-        with spt.Experiment(BenchConfig, root=root, name='bench', args=[], tee=False,
-                            hparams=False, auto_checkpoint=False) as exp:
+        with lean_experiment(root, 'bench', auto_checkpoint=False) as exp:
             every: Iterator[Any] = iter([make_loop(epochs) for _ in range(repeats)])
             default: Iterator[Any] = iter([make_loop(epochs) for _ in range(repeats)])
             default_secs = exp.flush_secs

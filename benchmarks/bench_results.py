@@ -106,12 +106,16 @@ def raw_sqlite_epoch_ms(root: str, names: list[str], repeats: int = 101) -> tupl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--quick', action='store_true', help='1,000 runs (a smoke run)')
+    parser.add_argument('--quick', action='store_true',
+                        help='200 runs, 1 timing per case (smoke sizes, one round)')
     parser.add_argument('--runs', type=int, default=None, help='the number of runs')
-    parser.add_argument('--repeats', type=int, default=7, help='timings per case (median)')
+    parser.add_argument('--repeats', type=int, default=None,
+                        help='timings per case (median; default 7)')
     parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
     args = parser.parse_args()
-    n_runs = args.runs or (1000 if args.quick else 10_000)
+    n_runs = args.runs or (200 if args.quick else 10_000)
+    repeats = args.repeats or (1 if args.quick else 7)
+    epoch_repeats = 3 if args.quick else 101
 
     print(describe_machine(tensorflow=False, extra={'SQLite': sqlite3.sqlite_version}))
 
@@ -137,14 +141,14 @@ def main() -> None:
         for name, kwargs, target in cases:
             # `query(store, ...)` reuses the open store; `query(root, ...)`, which
             # opens it each time, is timed below
-            ms, cpu, result = timed(lambda: query(store, **kwargs), args.repeats)
+            ms, cpu, result = timed(lambda: query(store, **kwargs), repeats)
             met = None if target is None else ms < target
             table.append((name, str(len(result)), f'{ms:.1f}', f'{cpu:.1f}',
                           '' if target is None else f'<{target:g}', met_text(met), ''))
             rows.append(Row(f'results store: {name} ({n_runs:,} runs)', '100 ms target',
                             TARGET_MS, ms, 'ms', '' if target is None else f'< {target:g} ms',
                             met))
-        ms, cpu, result = timed(lambda: query(root, **REPRESENTATIVE), args.repeats)
+        ms, cpu, result = timed(lambda: query(root, **REPRESENTATIVE), repeats)
         table.append(('representative, opening', str(len(result)), f'{ms:.1f}', f'{cpu:.1f}',
                       '', '', '(query(root, ...) opens the store each time)'))
 
@@ -157,8 +161,8 @@ def main() -> None:
             store.log_epoch_metrics('writer', e * 100, e, {
                 n: {'mean': 0.5, 'std': 0.1, 'count': 100} for n in names})
 
-        write_ms, write_cpu, _ = timed(write_epoch, 101)
-        raw_ms, raw_cpu = raw_sqlite_epoch_ms(root, names)
+        write_ms, write_cpu, _ = timed(write_epoch, epoch_repeats)
+        raw_ms, raw_cpu = raw_sqlite_epoch_ms(root, names, epoch_repeats)
         table.append(('write one epoch, 20 metrics', '', f'{write_ms:.2f}', f'{write_cpu:.2f}',
                       '', '', ''))
         table.append(('  raw sqlite3, same rows', '', f'{raw_ms:.2f}', f'{raw_cpu:.2f}', '', '',

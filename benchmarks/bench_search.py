@@ -35,11 +35,9 @@ Usage: ``python benchmarks/bench_search.py [--quick] [--table-json PATH]``.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
 import sys
-import tempfile
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -49,6 +47,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from _bench import (Row, Stopwatch, describe_machine, format_table,  # noqa: E402
                     load_average, met_text, time_alternating, write_rows)
+from _shared import BenchConfig, lean_experiment, quick_parser, scratch_dir  # noqa: E402
 
 import optuna  # noqa: E402
 
@@ -56,19 +55,11 @@ import tfsnippet as spt  # noqa: E402
 
 TARGET_MS = 10.0
 VALUE = 0.5
-SIZES = {'full': {'trials': 40, 'repeats': 5}, 'quick': {'trials': 3, 'repeats': 1}}
-
-
-class BenchConfig(spt.Config):
-    """The config of a trial."""
-    lr = 0.001
+SIZES = {'full': {'trials': 40, 'repeats': 5}, 'quick': {'trials': 2, 'repeats': 1}}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--quick', action='store_true', help='smoke-run sizes (not figures)')
-    parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
-    args = parser.parse_args()
+    args = quick_parser(__doc__.splitlines()[0], '2 trials, 1 run each').parse_args()
     size = SIZES['quick' if args.quick else 'full']
     n_trials, repeats = size['trials'], size['repeats']
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -76,7 +67,7 @@ def main() -> None:
     print(f'{n_trials} trials per run, {repeats} runs each, journal file storage')
     counter = itertools.count()
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch_dir() as tmp:
         def bare(watch: Stopwatch) -> None:
             from optuna.storages.journal import JournalFileBackend
             path = os.path.join(tmp, f'bare-{next(counter)}.optuna-journal')
@@ -118,8 +109,7 @@ def main() -> None:
 
             def objective(trial: Any) -> float:
                 lr = trial.suggest_float('lr', 1e-4, 1e-1, log=True)
-                with spt.Experiment(BenchConfig, root, name=f'hand-{trial.number}',
-                                    args=['--lr', repr(lr)], tee=False, hparams=False) as exp:
+                with lean_experiment(root, f'hand-{trial.number}', ['--lr', repr(lr)]) as exp:
                     exp.results.update(valid_loss=VALUE)
                 return VALUE
 

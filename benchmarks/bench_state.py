@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -31,6 +30,7 @@ sys.path.insert(0, HERE)
 
 from _bench import (Row, describe_machine, format_table, met_text,  # noqa: E402
                     time_alternating, whole_call, write_rows)
+from _shared import run_child  # noqa: E402
 
 
 def _median_ms(fn: Callable[[], Any], repeats: int) -> float:
@@ -126,10 +126,8 @@ def main() -> None:
     print(describe_machine())
     rows: list[tuple[str, float, float, float | None]] = []
     for style in styles:
-        cmd = [sys.executable, os.path.abspath(__file__), '--json', '--style', style]
-        if args.quick:
-            cmd.append('--quick')
-        out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+        argv = ['--json', '--style', style] + (['--quick'] if args.quick else [])
+        out = run_child(__file__, argv, graph=style == 'graph')
         r = json.loads(out.strip().splitlines()[-1])
         print(f'{style}: {r["params"]:,} parameters')
         rows.append((f'{style}: early-stopping snapshot', r['numpy_copy_ms'], r['snapshot_ms'],

@@ -23,11 +23,9 @@ Usage: ``python benchmarks/bench_state_format.py [--quick] [--dir PATH]``.
 
 from __future__ import annotations
 
-import argparse
 import os
 import pickle
 import sys
-import tempfile
 from typing import Any
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -37,6 +35,7 @@ sys.path.insert(0, HERE)
 
 from _bench import (Row, describe_machine, format_table, met_text,  # noqa: E402
                     time_alternating, whole_call, write_rows)
+from _shared import quick_parser, scratch_dir  # noqa: E402
 
 CALLS = 50   # saves per timed run
 
@@ -74,17 +73,13 @@ def loop_state(root: str) -> tuple[int, dict[str, str], dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--quick', action='store_true', help='5 rounds instead of 41')
-    parser.add_argument('--dir', help='where to write the files (default: a temp dir)')
-    parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
-    args = parser.parse_args()
-    repeats = 5 if args.quick else 41
+    args = quick_parser(__doc__.splitlines()[0], '1 round instead of 41', dir=True).parse_args()
+    repeats = 1 if args.quick else 41
     print(describe_machine())
 
     from tfsnippet.scaffold.checkpoint import state_format
 
-    with tempfile.TemporaryDirectory(dir=args.dir) as root:
+    with scratch_dir(args.dir) as root:
         step, labels, objects = loop_state(os.path.join(root, 'loop'))
         target = os.path.join(root, 'save')
         os.makedirs(target)

@@ -16,18 +16,16 @@ Each iterator is taken 10 batches into its epoch; then a ``CheckpointSaver``
 saves the iterator through the loop's path (staged, moved into the
 checkpoint, fsynced, as a ``TrainLoop`` does) and, for reference, the same
 save without a dataset.  The contestants alternate; the figures are medians
-of 15 saves (5 with ``--quick``).  The size is that of the iterator's files.
+of 15 saves (1 with ``--quick``).  The size is that of the iterator's files.
 
 Usage: ``python benchmarks/bench_tfdata_checkpoint.py [--quick] [--dir PATH]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +37,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from _bench import (Row, describe_machine, format_table, time_alternating,  # noqa: E402
                     whole_call, write_rows)
+from _shared import quick_parser, scratch_dir  # noqa: E402
 
 BATCH = 64
 
@@ -107,14 +106,10 @@ def measure(repeats: int, root: str) -> tuple[dict[str, Any], dict[str, int]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--quick', action='store_true', help='5 saves of each case')
-    parser.add_argument('--dir', help='where to write the checkpoints (default: a temp dir)')
-    parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
-    args = parser.parse_args()
-    repeats = 5 if args.quick else 15
+    args = quick_parser(__doc__.splitlines()[0], '1 save of each case', dir=True).parse_args()
+    repeats = 1 if args.quick else 15
     print(describe_machine())
-    with tempfile.TemporaryDirectory(dir=args.dir) as root:
+    with scratch_dir(args.dir) as root:
         times, sizes = measure(repeats, root)
     print(f'\nCheckpoint of a digits tf.data iterator 10 batches into an epoch '
           f'(batches of {BATCH}, prefetch 2), median of {repeats} saves')

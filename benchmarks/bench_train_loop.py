@@ -35,7 +35,6 @@ import hashlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +45,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _bench import (Row, Samples, Stopwatch, describe_machine, format_table,  # noqa: E402
                     load_average, met_text, time_alternating, write_rows)
+from _shared import run_child  # noqa: E402
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -60,9 +60,9 @@ SIZES = {
         'own_cost_epochs': 300,
     },
     'quick': {
-        'noop_epochs': 2, 'noop_steps': 2_000, 'noop_repeats': 2,
-        'mlp_epochs': 2, 'mlp_pairs': 2, 'mlp_warmup_epochs': 1,
-        'own_cost_epochs': 20,
+        'noop_epochs': 2, 'noop_steps': 500, 'noop_repeats': 1,
+        'mlp_epochs': 1, 'mlp_pairs': 2, 'mlp_warmup_epochs': 1,
+        'own_cost_epochs': 5,
     },
 }
 
@@ -450,20 +450,15 @@ def run_graph(sizes: dict[str, int]) -> list[CaseResult]:
 
 
 def run_graph_child(args: argparse.Namespace) -> tuple[list[CaseResult], str]:
-    """Run ``--style graph`` in a child process; return its results and sources hash."""
-    cmd = [sys.executable, os.path.abspath(__file__), '--style', 'graph']
-    if args.quick:
-        cmd.append('--quick')
+    """Run ``--style graph`` in a child (`_shared.run_child`); return its results and
+    sources hash."""
+    argv = ['--style', 'graph'] + (['--quick'] if args.quick else [])
     with tempfile.TemporaryDirectory() as tmp:
         out_path = os.path.join(tmp, 'graph_results.json')
-        cmd += ['--json-out', out_path]
-        env = dict(os.environ, PYTHONIOENCODING='utf-8')
         sys.stdout.flush()
-        # the child's detail lines go straight to our stdout, its stderr too
-        proc = subprocess.run(cmd, env=env)
-        if proc.returncode != 0 or not os.path.exists(out_path):
-            raise RuntimeError(f'the graph-style child process failed (exit code '
-                               f'{proc.returncode}): {" ".join(cmd)}')
+        # the child's detail lines, then its results
+        print(run_child(__file__, argv + ['--json-out', out_path], graph=True,
+                        env={'PYTHONIOENCODING': 'utf-8'}), end='')
         with open(out_path, encoding='utf-8') as f:
             data = json.load(f)
     return [CaseResult.from_json(d) for d in data['results']], data['sources']

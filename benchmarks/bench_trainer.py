@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _bench import (Row, Samples, Stopwatch, StepTimeline, describe_machine,  # noqa: E402
                     format_table, paired_ratio, time_alternating, timeline_rounds,
                     whole_call, write_rows)
+from _shared import run_child  # noqa: E402
 
 BATCH = 64
 TARGET = 0.97   # Trainer / hand-written loop, steps per second
@@ -274,11 +274,8 @@ def main() -> None:
     print()
     results, table, where = [], [], []
     for style in (['eager', 'graph'] if args.style == 'all' else [args.style]):
-        cmd = [sys.executable, os.path.abspath(__file__), '--json', '--style', style]
-        if args.quick:
-            cmd.append('--quick')
-        r = json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE,
-                                      text=True).stdout.strip().splitlines()[-1])
+        argv = ['--json', '--style', style] + (['--quick'] if args.quick else [])
+        r = json.loads(run_child(__file__, argv, graph=style == 'graph').strip().splitlines()[-1])
         hand = Samples(r['hand'], r['hand'], r['hand_single'])
         trainer = Samples(r['trainer'], r['trainer'], r['trainer_single'])
         paired = paired_ratio(hand, trainer, higher_is_better=True)

@@ -5,7 +5,13 @@ child) and hands its rows back as JSON; this script prints them as one
 table under a description of the machine.  ``--write-docs`` also writes the
 output to ``docs/benchmark_results.txt``, which the documentation shows.
 
-Usage: ``python benchmarks/run_all.py [--quick] [--write-docs]``.
+``--quick`` (smoke sizes, one round: a check that everything runs, not
+figures) runs every script in this one process instead, their graph-mode
+parts in one shared child (``_shared.run_quick``), so TensorFlow is imported
+twice, not once or more per script; ``--output-dir`` keeps each script's
+output there (``<script>.out``, ``.err``, ``.json``).
+
+Usage: ``python benchmarks/run_all.py [--quick [--output-dir DIR]] [--write-docs]``.
 """
 
 from __future__ import annotations
@@ -22,12 +28,13 @@ sys.path.insert(0, HERE)
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from _bench import Row, describe_machine, format_table, met_text, read_rows  # noqa: E402
+from _shared import run_quick, scratch_dir  # noqa: E402
 
 SCRIPTS = ['bench_train_loop.py', 'bench_state.py', 'bench_dataflow.py', 'bench_trainer.py',
            'bench_recording.py', 'bench_results.py', 'bench_checkpoint_async.py',
            'bench_mlflow.py', 'bench_distributed.py', 'bench_state_format.py',
            'bench_components.py', 'bench_tfdata_checkpoint.py', 'bench_object_store.py',
-           'bench_search.py']
+           'bench_search.py', 'bench_checkpoint_store.py', 'bench_memory.py']
 
 
 def _fmt(value: float) -> str:
@@ -51,16 +58,31 @@ def main() -> int:
     parser.add_argument('--quick', action='store_true', help='smoke-run sizes (not figures)')
     parser.add_argument('--write-docs', action='store_true',
                         help='also write the output to docs/benchmark_results.txt')
+    parser.add_argument('--output-dir', metavar='DIR',
+                        help="with --quick: keep each script's output and rows there")
     args = parser.parse_args()
+    if args.output_dir and not args.quick:
+        parser.error('--output-dir goes with --quick')
 
     rows: list[Row] = []
+    if args.quick:
+        with scratch_dir() as tmp:
+            out_dir = args.output_dir or tmp
+            failed = run_quick(SCRIPTS, out_dir)
+            for script in SCRIPTS:
+                if script in failed:
+                    print(f'{script} failed:')
+                    for ext in ('.out', '.err'):
+                        with open(os.path.join(out_dir, script + ext), encoding='utf-8') as f:
+                            print(f.read()[-3000:])
+                else:
+                    rows.extend(read_rows(os.path.join(out_dir, script + '.json')))
+        return report(rows, failed, args)
     failed = []
     with tempfile.TemporaryDirectory() as tmp:
         for script in SCRIPTS:
             out = os.path.join(tmp, script + '.json')
             cmd = [sys.executable, os.path.join(HERE, script), '--table-json', out]
-            if args.quick:
-                cmd.append('--quick')
             print(f'running {script} ...', flush=True)
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   text=True)
@@ -69,7 +91,11 @@ def main() -> int:
                 print(proc.stdout[-3000:])
                 continue
             rows.extend(read_rows(out))
+    return report(rows, failed, args)
 
+
+def report(rows: list[Row], failed: list[str], args: argparse.Namespace) -> int:
+    """Print the combined table (and write it to the docs); 1 when a script failed."""
     today = datetime.date.today().isoformat()
     quick = ' (--quick: smoke sizes, not figures)' if args.quick else ''
     text = '\n'.join([

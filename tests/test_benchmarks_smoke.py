@@ -2,8 +2,13 @@
 
 The scripts are only checked to run and print their tables; their timings
 are never asserted (they depend on the machine and on whatever else is
-running on it).  The helper's timer is tested with a CPU clock that ticks
-once per reading, never against real time.
+running on it).  All of them run once, in their ``--quick`` mode, in ONE
+child process: ``run_all.py --quick`` (module fixture ``quick``), which
+runs each script's ``main()`` in that process and their graph-mode parts in
+one shared graph-mode child, so TensorFlow is imported a few times, not
+twice per script; each test reads its script's output.  The helper's timer
+is tested with a CPU clock that ticks once per reading, never against real
+time.
 """
 
 import importlib.util
@@ -19,6 +24,45 @@ import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / 'benchmarks' / 'bench_train_loop.py'
 
+
+class QuickRun:
+    """What ``run_all.py --quick --output-dir DIR`` left: each script's output and rows."""
+
+    def __init__(self, proc, out_dir):
+        self.proc, self.dir = proc, out_dir
+
+    def out(self, script):
+        """The script's stdout, after checking that it ran and exited 0."""
+        rc = (self.dir / f'{script}.rc').read_text()
+        err = (self.dir / f'{script}.err').read_text(encoding='utf-8')
+        out = (self.dir / f'{script}.out').read_text(encoding='utf-8')
+        assert rc == '0', f'{script} exited {rc}:\nstdout:\n{out[-3000:]}\nstderr:\n{err[-4000:]}'
+        return out
+
+    def rows(self, script):
+        return json.loads((self.dir / f'{script}.json').read_text(encoding='utf-8'))
+
+    def left_over(self, script):
+        """What the script left in its temporary folder (but the sources that TF's
+        autograph writes there for each ``tf.function`` and keeps)."""
+        return [name for name in os.listdir(self.dir / f'{script}.tmp')
+                if not name.startswith('__autograph_generated_file')]
+
+
+@pytest.fixture(scope='module')
+def quick(tmp_path_factory):
+    """Every benchmark's quick mode, run once by ``run_all.py --quick`` in one child."""
+    out_dir = tmp_path_factory.mktemp('quick-run')
+    root = str(SCRIPT.parents[1])
+    env = dict(os.environ, PYTHONIOENCODING='utf-8', CUDA_VISIBLE_DEVICES='')
+    env.pop('TF_CONFIG', None)
+    env['PYTHONPATH'] = os.pathsep.join([root, env.get('PYTHONPATH', '')])
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT.parent / 'run_all.py'), '--quick', '--output-dir',
+         str(out_dir)], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        encoding='utf-8', timeout=1200)
+    return QuickRun(proc, out_dir)
+
 EXPECTED_ROWS = (
     'no-op step, float loss [eager]',
     'no-op step, eager tensor loss [eager]',
@@ -29,14 +73,8 @@ EXPECTED_ROWS = (
 )
 
 
-def test_bench_train_loop_quick_run_prints_the_table():
-    env = dict(os.environ, PYTHONIOENCODING='utf-8')
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), '--quick'], cwd=str(SCRIPT.parents[1]), env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding='utf-8', timeout=600)
-    assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}'
-
-    out = proc.stdout
+def test_bench_train_loop_quick_run_prints_the_table(quick):
+    out = quick.out('bench_train_loop.py')
     assert 'TensorFlow' in out and 'CPU' in out
     summary = out[out.index('Summary'):]
     lines = summary.splitlines()
@@ -53,15 +91,8 @@ def test_bench_train_loop_quick_run_prints_the_table():
 TRAINER_SCRIPT = SCRIPT.parent / 'bench_trainer.py'
 
 
-def test_bench_trainer_quick_run_prints_the_ratios_of_both_styles(tmp_path):
-    out_json = tmp_path / 'rows.json'
-    env = dict(os.environ, PYTHONIOENCODING='utf-8')
-    proc = subprocess.run(
-        [sys.executable, str(TRAINER_SCRIPT), '--quick', '--table-json', str(out_json)],
-        cwd=str(SCRIPT.parents[1]), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        encoding='utf-8', timeout=600)
-    assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}'
-    out = proc.stdout
+def test_bench_trainer_quick_run_prints_the_ratios_of_both_styles(quick):
+    out = quick.out(TRAINER_SCRIPT.name)
     assert '2 mirrored quads (a, b, b, a / b, a, a, b)' in out
     lines = out[out.index('case'):].splitlines()
     for column in ('ratio: median (95% CI) best', 'quartiles', 'IQR/median', 'target', 'met'):
@@ -91,7 +122,7 @@ def test_bench_trainer_quick_run_prints_the_ratios_of_both_styles(tmp_path):
             pytest.approx(float(cells['total'][column]), abs=0.05)
     assert float(cells['total'][3]) == pytest.approx(
         float(cells['total'][2]) - float(cells['total'][0]), abs=0.02)
-    written = json.loads(out_json.read_text(encoding='utf-8'))
+    written = quick.rows(TRAINER_SCRIPT.name)
     assert [r['case'] for r in written][:3] == [
         'Trainer vs hand-written loop [eager]',
         'Trainer vs hand-written loop logging each epoch [eager]',
@@ -111,14 +142,8 @@ DATAFLOW_ROWS = (
 )
 
 
-def test_bench_dataflow_quick_run_prints_the_table():
-    env = dict(os.environ, PYTHONIOENCODING='utf-8')
-    proc = subprocess.run(
-        [sys.executable, str(DATAFLOW_SCRIPT), '--quick'], cwd=str(DATAFLOW_SCRIPT.parents[1]),
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding='utf-8', timeout=600)
-    assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}'
-
-    out = proc.stdout
+def test_bench_dataflow_quick_run_prints_the_table(quick):
+    out = quick.out(DATAFLOW_SCRIPT.name)
     assert 'TensorFlow' in out and 'CPU' in out
     summary = out[out.index('Summary'):]
     lines = summary.splitlines()
@@ -144,23 +169,16 @@ MLFLOW_ROWS = ('MLflow log_metric per step', 'MLflow log_metric per step, async'
                'results store, per epoch', 'MlflowMirror, per epoch')
 
 
-def test_bench_mlflow_quick_run_prints_the_table(tmp_path):
+def test_bench_mlflow_quick_run_prints_the_table(quick):
     pytest.importorskip('mlflow', reason='the MLflow benchmark needs MLflow')
-    env = dict(os.environ, PYTHONIOENCODING='utf-8')
-    out_json = tmp_path / 'rows.json'
-    proc = subprocess.run(
-        [sys.executable, str(MLFLOW_SCRIPT), '--quick', '--table-json', str(out_json)],
-        cwd=str(MLFLOW_SCRIPT.parents[1]), env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, encoding='utf-8', timeout=600)
-    assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}'
-
-    summary = proc.stdout[proc.stdout.index('Summary'):]
+    out = quick.out(MLFLOW_SCRIPT.name)
+    summary = out[out.index('Summary'):]
     lines = summary.splitlines()
     for column in ('case', 'µs/step', 'cpu µs/step', 'ratio to per-step MLflow'):
         assert column in lines[1], lines[1]
     cases = [line.split('  ')[0].strip() for line in lines[3:3 + len(MLFLOW_ROWS)]]
     assert cases == list(MLFLOW_ROWS), summary
-    rows = json.loads(out_json.read_text())
+    rows = quick.rows(MLFLOW_SCRIPT.name)
     assert [r['case'] for r in rows] == [f'record an epoch of 100 steps: {name}'
                                          for name in MLFLOW_ROWS[1:]]
     assert all(r['unit'] == 'µs/step' and r['value'] > 0 for r in rows), rows
@@ -170,19 +188,8 @@ DISTRIBUTED_SCRIPT = SCRIPT.parent / 'bench_distributed.py'
 
 
 @pytest.mark.distributed
-def test_bench_distributed_quick_run_prints_the_tables(tmp_path):
-    env = dict(os.environ, PYTHONIOENCODING='utf-8', CUDA_VISIBLE_DEVICES='')
-    env.pop('TF_CONFIG', None)
-    root = str(DISTRIBUTED_SCRIPT.parents[1])
-    env['PYTHONPATH'] = os.pathsep.join([root, env.get('PYTHONPATH', '')])
-    rows_path = tmp_path / 'rows.json'
-    proc = subprocess.run(
-        [sys.executable, str(DISTRIBUTED_SCRIPT), '--quick', '--table-json', str(rows_path)],
-        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding='utf-8',
-        timeout=300)
-    assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}'
-
-    out = proc.stdout
+def test_bench_distributed_quick_run_prints_the_tables(quick):
+    out = quick.out(DISTRIBUTED_SCRIPT.name)
     assert 'TensorFlow' in out and 'CPU' in out
     summary = out[out.index('Summary'):]
     for case in ('Mirrored, 2 logical CPUs', 'MultiWorkerMirrored, 2 workers [worker 0]',
@@ -194,7 +201,7 @@ def test_bench_distributed_quick_run_prints_the_tables(tmp_path):
     where = out[out.index('Where the time of a Mirrored run goes'):].splitlines()
     assert [line.split('  ')[0] for line in where[3:8]] == [
         'step', 'between steps', 'epoch ends', 'before and after', 'total']
-    rows = {r['case']: r for r in json.loads(rows_path.read_text(encoding='utf-8'))}
+    rows = {r['case']: r for r in quick.rows(DISTRIBUTED_SCRIPT.name)}
     assert sorted(rows) == sorted([
         'Mirrored, 2 logical CPUs', 'MultiWorkerMirrored, 2 workers [worker 0]',
         'Mirrored, no-op step: data + metrics per step',
@@ -207,16 +214,10 @@ def test_bench_distributed_quick_run_prints_the_tables(tmp_path):
 
 @pytest.mark.parametrize('script', ['bench_components.py', 'bench_tfdata_checkpoint.py',
                                     'bench_object_store.py', 'bench_search.py'])
-def test_newer_benchmarks_quick_run_hand_their_rows_over(script, tmp_path):
+def test_newer_benchmarks_quick_run_hand_their_rows_over(script, quick):
     """Each runs with --quick and writes the rows that run_all.py reads."""
-    out = tmp_path / 'rows.json'
-    env = dict(os.environ, PYTHONIOENCODING='utf-8')
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT.parent / script), '--quick', '--table-json', str(out)],
-        cwd=str(SCRIPT.parents[1]), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        encoding='utf-8', timeout=600)
-    assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}'
-    rows = json.loads(out.read_text(encoding='utf-8'))
+    quick.out(script)
+    rows = quick.rows(script)
     assert rows and all(r['value'] >= 0 and r['case'] for r in rows), rows
 
 
@@ -448,13 +449,9 @@ def test_rows_survive_the_json_hand_over(bench, tmp_path):
 RECORDING_SCRIPT = SCRIPT.parent / 'bench_recording.py'
 
 
-def test_bench_recording_quick_run_prints_the_table():
-    env = dict(os.environ, PYTHONIOENCODING='utf-8')
-    proc = subprocess.run(
-        [sys.executable, str(RECORDING_SCRIPT), '--quick'], cwd=str(SCRIPT.parents[1]), env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding='utf-8', timeout=600)
-    assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}'
-    summary = proc.stdout[proc.stdout.index('Summary'):]
+def test_bench_recording_quick_run_prints_the_table(quick):
+    out = quick.out(RECORDING_SCRIPT.name)
+    summary = out[out.index('Summary'):]
     lines = summary.splitlines()
     for column in ('case', 'best µs/step', 'median µs/step', 'difference µs/step', 'target',
                    'met'):
@@ -469,22 +466,15 @@ def test_bench_recording_quick_run_prints_the_table():
 STATE_FORMAT_SCRIPT = SCRIPT.parent / 'bench_state_format.py'
 
 
-def test_bench_state_format_quick_run_prints_both_paths_and_the_ratio(tmp_path):
-    env = dict(os.environ, PYTHONIOENCODING='utf-8')
-    rows_path = tmp_path / 'rows.json'
-    proc = subprocess.run(
-        [sys.executable, str(STATE_FORMAT_SCRIPT), '--quick', '--dir', str(tmp_path),
-         '--table-json', str(rows_path)], cwd=str(STATE_FORMAT_SCRIPT.parents[1]), env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding='utf-8', timeout=600)
-    assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}'
-    out = proc.stdout
+def test_bench_state_format_quick_run_prints_both_paths_and_the_ratio(quick):
+    out = quick.out(STATE_FORMAT_SCRIPT.name)
     assert 'pickle µs' in out and 'state.npz µs' in out and 'ratio' in out
     for case in ('encode + write a file', 'encode into memory'):
         assert re.search(rf'^{re.escape(case)}\s+[\d.]+\s+[\d.]+\s+[\d.]+', out, re.M), out
-    rows = json.loads(rows_path.read_text())
+    rows = quick.rows(STATE_FORMAT_SCRIPT.name)
     assert [r['baseline'] for r in rows] == ['pickle', 'pickle']
     assert rows[0]['target'] == '<= 1.0x' and rows[0]['met'] in (True, False)
-    assert os.listdir(tmp_path) == ['rows.json']   # the temporary files are gone
+    assert quick.left_over(STATE_FORMAT_SCRIPT.name) == []   # the temporary files are gone
 
 
 def test_paired_ratio_decides_on_the_confidence_interval_of_the_median(bench):
@@ -550,14 +540,12 @@ def test_read_profile_splits_the_samples_at_the_step_and_ranks_the_rest(profile_
         profile_overhead.read_profile(['a (b.py:1) 3\n', 'a (b.py:1);c (d.py:2)\n'])
 
 
-def test_profile_overhead_quick_run_prints_the_padded_comparison():
-    env = dict(os.environ, PYTHONIOENCODING='utf-8')
-    proc = subprocess.run(
-        [sys.executable, str(PROFILE_SCRIPT), '--quick', '--no-profile'],
-        cwd=str(SCRIPT.parents[1]), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        encoding='utf-8', timeout=600)
-    assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}'
-    out = proc.stdout
+def test_profile_overhead_quick_run_prints_the_padded_comparison(
+        profile_overhead, monkeypatch, capsys):
+    """Its quick mode, run here (this process is eager and has TensorFlow already)."""
+    monkeypatch.setattr(sys, 'argv', [str(PROFILE_SCRIPT), '--quick', '--no-profile'])
+    assert profile_overhead.main() == 0
+    out = capsys.readouterr().out
     warm = re.search(r"Trainer's own Python, warm \(no-op step\): ([\d.]+) µs a step, "
                      r'([\d.]+) µs more at an epoch end', out)
     assert warm, out
@@ -567,3 +555,84 @@ def test_profile_overhead_quick_run_prints_the_padded_comparison():
     for name in ('padded hand loop', 'Trainer'):
         speed = float(rows[name][-2])
         assert 0 < speed < 2, rows[name]
+
+
+# ------------------------------------------------- the other scripts, and run_all.py
+def test_bench_checkpoint_store_quick_run_prints_both_saves(quick):
+    out = quick.out('bench_checkpoint_store.py')
+    for case in ('fsync on (durable=True)', 'fsync off (durable=False)'):
+        assert re.search(rf'^{re.escape(case)}\s+[\d.]+\s+[\d.]+\s+[\d.]+$', out, re.M), out
+    assert re.search(r'^fsync adds -?[\d.]+ ms per save \([\d.]+x\)$', out, re.M), out
+    (row,) = quick.rows('bench_checkpoint_store.py')
+    assert (row['case'], row['baseline'], row['unit']) == (
+        'checkpoint save, 1M params, fsync', 'durable=False', 'ms')
+    assert quick.left_over('bench_checkpoint_store.py') == []
+
+
+def test_bench_checkpoint_async_quick_run_prints_both_parts(quick):
+    out = quick.out('bench_checkpoint_async.py')
+    saves = out[out.index('1. The time a save blocks the loop'):]
+    for case in ('tf.train.Checkpoint.write', 'CheckpointSaver async, back to back',
+                 'Saver.save [graph]', 'CheckpointSaver async [graph]'):
+        assert re.search(rf'^{re.escape(case)}\s+[\d.]+', saves, re.M), saves
+    mlp = out[out.index('2. A digits MLP in a TrainLoop saving checkpoints'):]
+    for case in ('no checkpoints', 'sync, every 10 steps', 'async, every 100 steps'):
+        assert re.search(rf'^{re.escape(case)}\s+[\d,]+\s+[\d.]+$', mlp, re.M), mlp
+    rows = quick.rows('bench_checkpoint_async.py')
+    assert [r['case'] for r in rows][:4] == [
+        'async save blocks the loop, 1M params [eager]',
+        'async save blocks the loop, 1M params [eager]',
+        'async save back to back, 1M params [eager]',
+        'async save blocks the loop, 1M params [graph]']
+    assert rows[0]['met'] in (True, False) and rows[3]['met'] in (True, False)
+    assert quick.left_over('bench_checkpoint_async.py') == []
+
+
+def test_bench_memory_quick_run_prints_copies_per_feature_and_style(quick):
+    out = quick.out('bench_memory.py')
+    table = out[out.index('Peak host memory (RSS) over the bare loop'):]
+    assert re.search(r'^bare loop\s+\([\d.]+ MiB\)\s+\([\d.]+ MiB\)$', table, re.M), table
+    for label, target in (('early_stopping=True', '1.2'), ('checkpoint_async=True', '1.2'),
+                          ('sync checkpoints every 2 steps', '0.3')):
+        assert re.search(rf'^{re.escape(label)}\s+-?[\d.]+\s+-?[\d.]+\s+<= {target}$', table,
+                         re.M), table
+    rows = quick.rows('bench_memory.py')
+    assert len(rows) == 8 and {r['unit'] for r in rows} == {'copies'}
+    assert [r['case'] for r in rows][:2] == ['host memory, early_stopping=True [eager]',
+                                             'host memory, early_stopping=True [graph]']
+
+
+def test_bench_results_quick_run_prints_the_queries(quick):
+    out = quick.out('bench_results.py')
+    assert 'built 200 runs x' in out
+    for case in ('representative query', 'top 10 by valid_loss', 'write one epoch, 20 metrics',
+                 '  raw sqlite3, same rows'):
+        assert re.search(rf'^{re.escape(case)}\s', out, re.M), out
+    rows = quick.rows('bench_results.py')
+    assert rows[0]['case'] == 'results store: representative query (200 runs)'
+    assert rows[-1]['baseline'] == 'raw sqlite3 INSERT transaction'
+
+
+def test_bench_state_quick_run_prints_both_styles(quick):
+    out = quick.out('bench_state.py')
+    for style in ('eager', 'graph'):
+        assert f'{style}: 1,001,500 parameters' in out
+        for part in ('early-stopping snapshot', 'early-stopping restore',
+                     'checkpoint save (loop state)', 'checkpoint save (+ snapshot)'):
+            assert re.search(rf'^{style}: {re.escape(part)}\s+[\d.]+\s+[\d.]+\s+[\d.]+', out,
+                             re.M), out
+    assert len(quick.rows('bench_state.py')) == 8
+
+
+def test_run_all_quick_prints_every_scripts_rows_in_one_table(quick):
+    assert quick.proc.returncode == 0, quick.proc.stdout[-3000:] + quick.proc.stderr[-3000:]
+    out = quick.proc.stdout
+    table = out[out.index('(--quick: smoke sizes, not figures)'):]
+    header = next(line for line in table.splitlines() if line.startswith('case '))
+    assert re.split(r'\s{2,}', header.strip()) == [
+        'case', 'unit', 'baseline', 'baseline value', 'tfsnippet', 'ratio', 'target', 'met']
+    scripts = sorted(path.name for path in SCRIPT.parent.glob('bench_*.py'))
+    assert sorted(path.name[:-len('.json')] for path in quick.dir.glob('*.json')) == scripts
+    for name in scripts:      # every benchmark ran, and its rows are in the table
+        for row in quick.rows(name):
+            assert row['case'] in table, f'{name}: no row {row["case"]!r} in the table'

@@ -7,7 +7,9 @@ ones in another order, ends elsewhere) and every element of ``big`` (1 MiB)
 adds the step number.  It prints ``STEP k`` after the loop handed the save
 of step k to its background writer (an ``AFTER_STEP`` handler registered
 before the loop is entered runs after the loop's own), so the save of step
-k - 1 was complete by then: one save is in flight at a time.
+k - 1 was complete by then: one save is in flight at a time.  Each run is a
+process forked from one that imported TensorFlow once (module fixture
+``server``, `tests.helpers.forkserver.ForkServer`).
 
 * Killed inside the background write of a chosen step (by a replaced
   ``os.fsync``, in the writer's thread, after the files were written and
@@ -25,13 +27,13 @@ k - 1 was complete by then: one save is in flight at a time.
 import os
 import signal
 import subprocess
-import sys
 import threading
 
 import numpy as np
 import pytest
 
 import tfsnippet as spt
+from tests.helpers.forkserver import ForkServer
 from tfsnippet.scaffold.checkpoint.store import INDEX_FILE, CheckpointStore
 
 # how long a child may run before the test gives up on it (a guard, not a wait)
@@ -136,20 +138,29 @@ def finished_line(w, steps):
     return f'FINISHED w={w[steps]} big={float(steps * (steps + 1) // 2)}'
 
 
-class Child:
-    """One run of the script; stdout is read line by line, stderr goes to a file."""
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', CUDA_VISIBLE_DEVICES='')
 
-    def __init__(self, tmp_path, root, *options):
+
+@pytest.fixture(scope='module')
+def server():
+    """Forks each run of the script from one process that imported TensorFlow."""
+    forks = ForkServer(('numpy', 'tensorflow'), env=ENV)
+    yield forks
+    forks.close()
+
+
+class Child:
+    """One run of the script, a process forked by `server`; stdout is read line by line,
+    stderr goes to a file."""
+
+    def __init__(self, server, tmp_path, root, *options):
         script = tmp_path / 'train.py'
         if not script.exists():
             script.write_text(f'MODULUS = {MODULUS}\n' + CHILD)
         self.stderr_path = str(tmp_path / 'child.stderr')
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', CUDA_VISIBLE_DEVICES='')
         with open(self.stderr_path, 'w') as stderr:
-            self.proc = subprocess.Popen(
-                [sys.executable, str(script), str(root), *map(str, options)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                env=env)
+            self.proc = server.start([script, root, *options], stdout=subprocess.PIPE,
+                                     stderr=stderr, env=ENV, cwd=tmp_path)
         self.lines = []
         self._guard = threading.Timer(LIMIT, self.proc.kill)
         self._guard.start()
@@ -205,15 +216,15 @@ def check_killed_in_write(child, root, w, step):
     assert newest_complete(root) == step - 1
 
 
-def test_killed_inside_an_async_write_resumes_from_the_save_before_graph(tmp_path):
+def test_killed_inside_an_async_write_resumes_from_the_save_before_graph(server, tmp_path):
     root, steps = tmp_path / 'run', 20
     w = reference(steps)
-    child = Child(tmp_path, root, '--steps', steps, '--kill-in-write', 5, '--graph')
+    child = Child(server, tmp_path, root, '--steps', steps, '--kill-in-write', 5, '--graph')
     check_killed_in_write(child, root, w, 5)
     assert child.lines[0] == entered_line(w, 0)
     assert child.steps()[:4] == [1, 2, 3, 4]
 
-    resumed = Child(tmp_path, root, '--steps', steps, '--graph')
+    resumed = Child(server, tmp_path, root, '--steps', steps, '--graph')
     assert resumed.finish() == 0, resumed.stderr()
     assert resumed.lines[:2] == [resume_line(root, 4), entered_line(w, 4)]
     assert resumed.steps() == list(range(5, steps + 1))
@@ -222,7 +233,7 @@ def test_killed_inside_an_async_write_resumes_from_the_save_before_graph(tmp_pat
         [INDEX_FILE] + [f'checkpoint.dat-{s}' for s in (18, 19, 20)])
 
 
-def test_random_kills_over_100_async_saves_resume_from_the_newest_complete(tmp_path):
+def test_random_kills_over_100_async_saves_resume_from_the_newest_complete(server, tmp_path):
     """Eager.  The first kill lands inside a background write for sure (``--kill-in-write``),
     the next three right after the child handed a save of a random step to the writer."""
     root, steps = tmp_path / 'run', 100
@@ -232,7 +243,7 @@ def test_random_kills_over_100_async_saves_resume_from_the_newest_complete(tmp_p
     start, saves, kills = 0, 0, 0
     while True:
         options = ['--kill-in-write', first] if kills == 0 else []
-        child = Child(tmp_path, root, '--steps', steps, *options)
+        child = Child(server, tmp_path, root, '--steps', steps, *options)
         if start:
             assert child.read_until(lambda line: True) == [resume_line(root, start)], \
                 child.stderr()

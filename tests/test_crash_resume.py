@@ -1,7 +1,9 @@
 """Crash and resume with real processes killed by SIGKILL.
 
 Each test writes a small training script to its temporary directory and runs
-it with ``sys.executable``:
+it in processes forked from one that imported TensorFlow once (a
+`tests.helpers.forkserver.ForkServer`, module fixture ``server``): each run
+is a process of its own, killed by a real SIGKILL.
 
 * a run killed after it printed the marker of epoch 3 resumes from that
   epoch's checkpoint, and ends with variables bitwise equal to those of a run
@@ -25,7 +27,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 
 import numpy as np
@@ -33,6 +34,7 @@ import pytest
 import tensorflow as tf
 
 from tests.helpers import checkpoint_index, checkpoint_listing, checkpoint_path
+from tests.helpers.forkserver import ForkServer
 
 # how long a script may run before the test gives up on it (a guard, not a wait)
 LIMIT = 120
@@ -200,20 +202,31 @@ def write_script(directory, body):
     return path
 
 
-class Job:
-    """One run of a script; stdout is read by the test, stderr goes to a file."""
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
 
-    def __init__(self, script, workdir, name, *options, pause=False):
+
+@pytest.fixture(scope='module')
+def server():
+    """Forks each run of a script from one process that imported TensorFlow and Keras."""
+    forks = ForkServer(('numpy', 'tensorflow', 'keras'), env=ENV)
+    yield forks
+    forks.close()
+
+
+class Job:
+    """One run of a script, a process forked by `server`; stdout is read by the test,
+    stderr goes to a file."""
+
+    def __init__(self, server, script, workdir, name, *options, pause=False):
         self.workdir = os.path.abspath(str(workdir))
         self.ckpt_dir = os.path.join(self.workdir, 'ckpt')
         self.output = os.path.join(self.workdir, f'{name}.npz')
         self.stderr_path = os.path.join(self.workdir, f'{name}.stderr')
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
         with open(self.stderr_path, 'w') as stderr:
-            self.proc = subprocess.Popen(
-                [sys.executable, script, self.ckpt_dir, self.output, *map(str, options)],
-                stdin=subprocess.PIPE if pause else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=self.workdir)
+            self.proc = server.start(
+                [script, self.ckpt_dir, self.output, *map(str, options)],
+                stdin=subprocess.PIPE if pause else None, stdout=subprocess.PIPE,
+                stderr=stderr, env=ENV, cwd=self.workdir)
         self.lines = []
         self._guard = threading.Timer(LIMIT, self.proc.kill)
         self._guard.start()
@@ -287,9 +300,9 @@ def eager_script(tmp_path_factory):
 
 
 @pytest.fixture(scope='module')
-def eager_reference(eager_script, tmp_path_factory):
+def eager_reference(server, eager_script, tmp_path_factory):
     """An uninterrupted eager run, started once and read when first needed."""
-    job = Job(eager_script, tmp_path_factory.mktemp('eager-reference'), 'reference')
+    job = Job(server, eager_script, tmp_path_factory.mktemp('eager-reference'), 'reference')
     result = {}
 
     def get():
@@ -305,15 +318,15 @@ def eager_reference(eager_script, tmp_path_factory):
 
 
 def test_killed_after_epoch_3_resumes_and_matches_an_uninterrupted_run(
-        eager_script, eager_reference, tmp_path):
-    job = Job(eager_script, tmp_path, 'killed', '--pause', 3, pause=True)
+        server, eager_script, eager_reference, tmp_path):
+    job = Job(server, eager_script, tmp_path, 'killed', '--pause', 3, pause=True)
     job.read_until('EPOCH DONE 3')
     assert job.kill() == -signal.SIGKILL, job.stderr()
     assert epoch_markers(job.lines) == [1, 2, 3]
     assert 'FINISHED' not in job.lines
     assert index(job) == names(1, 2, 3)
 
-    resumed = Job(eager_script, tmp_path, 'resumed')
+    resumed = Job(server, eager_script, tmp_path, 'resumed')
     rc = resumed.finish()
     assert_clean_run(resumed, rc)
     assert resumed.lines[0] == (f'Resume training: epoch 3, step {3 * STEPS_PER_EPOCH}, '
@@ -356,21 +369,21 @@ def check_resumed_after_a_killed_save(resumed, killed):
     assert index(resumed) == names(1, 2, 3, 4, 5, 6)
 
 
-def test_killed_during_a_save_eager(eager_script, eager_reference, tmp_path):
-    job = Job(eager_script, tmp_path, 'killed', '--kill-at-save', 3)
+def test_killed_during_a_save_eager(server, eager_script, eager_reference, tmp_path):
+    job = Job(server, eager_script, tmp_path, 'killed', '--kill-at-save', 3)
     check_killed_during_save(job)
-    resumed = Job(eager_script, tmp_path, 'resumed')
+    resumed = Job(server, eager_script, tmp_path, 'resumed')
     check_resumed_after_a_killed_save(resumed, job)
     assert_bitwise_equal(resumed.variables(), eager_reference())
 
 
-def test_killed_during_a_save_graph(tmp_path):
+def test_killed_during_a_save_graph(server, tmp_path):
     script = write_script(tmp_path, GRAPH_SCRIPT)
     os.makedirs(tmp_path / 'reference')
-    reference = Job(script, tmp_path / 'reference', 'reference')
-    job = Job(script, tmp_path, 'killed', '--kill-at-save', 3)
+    reference = Job(server, script, tmp_path / 'reference', 'reference')
+    job = Job(server, script, tmp_path, 'killed', '--kill-at-save', 3)
     check_killed_during_save(job)
-    resumed = Job(script, tmp_path, 'resumed')
+    resumed = Job(server, script, tmp_path, 'resumed')
     check_resumed_after_a_killed_save(resumed, job)
     assert_clean_run(reference, reference.finish())
     assert_bitwise_equal(resumed.variables(), reference.variables())

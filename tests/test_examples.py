@@ -1,7 +1,9 @@
 """Run each example script end to end, for two epochs, as a user would.
 
-Every example is started at once in its own process (they are mostly
-TensorFlow's start-up), each with its own run folder; then the tests read
+Every example is started at once in its own process, each with its own run
+folder; the processes are forked from one that imported TensorFlow, Keras and
+scikit-learn once (module fixture ``server``, `tests.helpers.forkserver`), since
+their start-up was most of their time.  Then the tests read
 what they printed and wrote: the tagged epoch lines, the test accuracy,
 ``result.json``, the TensorBoard event files and the checkpoints.
 
@@ -17,6 +19,8 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -27,6 +31,7 @@ pytest.importorskip(
     reason='reading the event files needs tensorboard (`pip install ".[test]"`)')
 
 from tests.helpers import read_scalars  # noqa: E402
+from tests.helpers.forkserver import ForkServer  # noqa: E402
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = ROOT_DIR / 'examples'
@@ -64,20 +69,42 @@ class Run:
         self.returncode = self.stdout = self.stderr = None
         self.left_result = None  # whether result.json was there when the process ended
 
-    def start(self, env):
-        self.proc = subprocess.Popen(self.args, cwd=str(self.cwd), env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def start(self, env, server=None):
+        """Start the process, forked by `server` (a `ForkServer`) when given."""
+        if server is None:
+            self.proc = subprocess.Popen(self.args, cwd=str(self.cwd), env=env,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         text=True)
+            return
+        self._stderr = tempfile.TemporaryFile('w+')
+        self.proc = server.start(self.args[1:], cwd=self.cwd, env=env,
+                                 stdout=subprocess.PIPE, stderr=self._stderr)
 
     def wait(self):
-        self.stdout, self.stderr = self.proc.communicate(timeout=TIMEOUT)
+        if isinstance(self.proc, subprocess.Popen):
+            self.stdout, self.stderr = self.proc.communicate(timeout=TIMEOUT)
+        else:
+            guard = threading.Timer(TIMEOUT, self.proc.kill)
+            guard.start()
+            self.stdout = self.proc.stdout.read()
+            self.proc.stdout.close()
+            self.proc.wait()
+            guard.cancel()
+            self._stderr.seek(0)
+            self.stderr = self._stderr.read()
+            self._stderr.close()
         self.returncode = self.proc.returncode
         if self.output_dir is not None:
             self.left_result = (self.output_dir / 'result.json').exists()
 
     def kill(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
+        if self.proc is None or self.returncode is not None:
+            return
+        self.proc.kill()
+        if isinstance(self.proc, subprocess.Popen):
             self.proc.communicate()
+        else:
+            self.proc.wait()
 
     @property
     def lines(self):
@@ -99,10 +126,21 @@ def example_run(tmp_path_factory, script, *extra, output_dir=None):
                cwd=work_dir, output_dir=output_dir)
 
 
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
+
+
 @pytest.fixture(scope='module')
-def runs(tmp_path_factory):
+def server():
+    """Forks the example runs from one process that imported their heavy modules."""
+    forks = ForkServer(('numpy', 'tensorflow', 'keras', 'sklearn.datasets'), env=ENV)
+    yield forks
+    forks.close()
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory, server):
     """Run every example (and the resume pair) in parallel; return ``{name: Run}``."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
+    env = ENV
     runs = {script: example_run(tmp_path_factory, script) for script in SCRIPTS}
     runs[INTERRUPTED] = example_run(tmp_path_factory, 'digits_resume.py',
                                     '--interrupt-at-step', INTERRUPT_AT_STEP)
@@ -116,9 +154,9 @@ def runs(tmp_path_factory):
     try:
         for name, run in runs.items():
             if name != RESUMED:
-                run.start(env)
+                run.start(env, server)
         runs[INTERRUPTED].wait()
-        runs[RESUMED].start(env)
+        runs[RESUMED].start(env, server)
         for run in runs.values():
             if run.returncode is None:
                 run.wait()
@@ -335,15 +373,15 @@ MULTITASK = {'eager': (['--mode', 'alternate', '--valid-steps', '25'], 68),
 
 
 @pytest.fixture(scope='module')
-def multitask(tmp_path_factory):
+def multitask(tmp_path_factory, server):
     """multitask_digits.py in both styles, in parallel; ``{style: Run}``."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
+    env = ENV
     runs = {style: example_run(tmp_path_factory, 'multitask_digits.py', '--style', style,
                                *extra)
             for style, (extra, _) in MULTITASK.items()}
     try:
         for run in runs.values():
-            run.start(env)
+            run.start(env, server)
         for run in runs.values():
             run.wait()
     finally:
