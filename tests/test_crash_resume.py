@@ -23,7 +23,6 @@ waits for a line on stdin, so the kill lands at a known point and no test
 needs to sleep.
 """
 
-import json
 import os
 import signal
 import subprocess

@@ -9,7 +9,6 @@ launcher fails to stop it takes that long and fails its time check.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import socket

@@ -12,7 +12,7 @@ import keras  # noqa: E402
 from tensorflow.python.framework import ops  # noqa: E402
 
 import tfsnippet.backend.values as values_module  # noqa: E402
-from tfsnippet.backend import DistributedBackend, ReplicaValue, backend_for  # noqa: E402
+from tfsnippet.backend import backend_for  # noqa: E402
 from tfsnippet.backend.values import in_host_memory  # noqa: E402
 from tfsnippet.dataflows import DataFlow  # noqa: E402
 from tfsnippet.dataflows.sharding import split_batch  # noqa: E402
