@@ -295,25 +295,19 @@ def main() -> None:
         table.append((f'  the same runs, main-thread CPU [{style}]', '', '', cpu.text(),
                       cpu.quartiles_text(), f'{cpu.spread:.1%}', f'>={TARGET:g}',
                       cpu.decide(at_least=TARGET)))
-        if 'hand_logged' in r:   # a baseline that does the work of the Trainer's log line
-            logged = Samples(r['hand_logged'], r['hand_logged_cpu'], r['hand_logged_single'])
-            vs_logged = paired_ratio(logged, trainer, higher_is_better=True)
-            logged_rate = r['steps'] / logged.median
-            case = f'Trainer vs hand-written loop logging each epoch [{style}]'
-            results.append(Row(case, 'hand-written loop, its loss kept and logged per epoch',
-                               logged_rate, logged_rate * vs_logged.median, 'steps/s'))
-            table.append((case, f'{logged_rate:.1f}', f'{ours:.1f}', vs_logged.text(),
-                          vs_logged.quartiles_text(), f'{vs_logged.spread:.1%}', '', ''))
-        if 'hand_callable' in r:   # the fastest hand-written graph loop
-            fast = Samples(r['hand_callable'], r['hand_callable_cpu'],
-                           r['hand_callable_single'])
-            vs_fast = paired_ratio(fast, trainer, higher_is_better=True)
-            fast_rate = r['steps'] / fast.median
-            case = f'Trainer vs hand-written make_callable loop [{style}]'
-            results.append(Row(case, 'hand-written loop of a Session.make_callable',
-                               fast_rate, fast_rate * vs_fast.median, 'steps/s'))
-            table.append((case, f'{fast_rate:.1f}', f'{ours:.1f}', vs_fast.text(),
-                          vs_fast.quartiles_text(), f'{vs_fast.spread:.1%}', '', ''))
+        baselines = [('hand_logged', f'Trainer vs hand-written loop logging each epoch [{style}]',
+                      'hand-written loop, its loss kept and logged per epoch'),
+                     ('hand_callable', f'Trainer vs hand-written make_callable loop [{style}]',
+                      'hand-written loop of a Session.make_callable')]
+        for key, case, label in baselines:   # the logging loop; the fastest graph loop
+            if key not in r:
+                continue
+            base = Samples(r[key], r[f'{key}_cpu'], r[f'{key}_single'])
+            vs_base = paired_ratio(base, trainer, higher_is_better=True)
+            base_rate = r['steps'] / base.median
+            results.append(Row(case, label, base_rate, base_rate * vs_base.median, 'steps/s'))
+            table.append((case, f'{base_rate:.1f}', f'{ours:.1f}', vs_base.text(),
+                          vs_base.quartiles_text(), f'{vs_base.spread:.1%}', '', ''))
         if 'parts' in r:
             where.append((style, r['steps'], r['parts']))
         others = [('fit', f'Trainer vs keras Model.fit [{style}]', 'keras Model.fit', ours),
