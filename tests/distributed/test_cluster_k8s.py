@@ -86,7 +86,8 @@ def test_shared_run_id_is_the_same_on_every_worker_and_after_a_restart():
 
 def test_no_shared_run_id_alone_or_from_tf_config_alone():
     assert shared_run_id({}) is None
+    # a one-task SLURM job is not alone: its requeue keeps the job id, so it resumes its run
     assert shared_run_id({'SLURM_JOB_ID': '7', 'SLURM_PROCID': '0', 'SLURM_NTASKS': '1',
-                          'SLURM_JOB_NODELIST': 'n1'}) is None
+                          'SLURM_JOB_NODELIST': 'n1'}) == 'slurm-7'
     tf_config = json.dumps({'cluster': {'worker': ['a:1', 'b:1']}, 'task': {'type': 'worker'}})
     assert shared_run_id({'TF_CONFIG': tf_config}) is None

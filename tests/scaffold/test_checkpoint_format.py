@@ -286,9 +286,11 @@ def test_an_npz_holding_a_pickled_array_is_not_loaded(tmp_path):
 @pytest.mark.parametrize('asynchronous', [False, True], ids=['sync', 'async'])
 @pytest.mark.parametrize('kind', ['RandomState', 'Generator'])
 def test_the_loop_state_round_trips_exactly_and_no_file_is_a_pickle(style, tmp_path, kind,
-                                                                     asynchronous):
+                                                                     asynchronous, fake_clock):
+    # a fake clock: the epoch's elapsed time is part of the state, and must not tick
+    # between the save and the copy taken after it
     _, taken = run_loop(tmp_path, shuffled_flow(kind), [], checkpoint_at=13, style=style,
-                        checkpoint_async=asynchronous)
+                        checkpoint_async=asynchronous, clock=fake_clock)
     saved = read_state(taken['path'])['objects']
     loop_state = taken['loop']
     # what the loop holds inside epoch 2: a flow position with its generator's state,

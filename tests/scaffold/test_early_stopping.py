@@ -462,8 +462,9 @@ def test_star_marks_the_latest_validation_when_it_is_a_best(style, fake_clock):
         '[Step 1] step time: 1s; valid loss: 0.75 (*)',
         '[Step 2] step time: 1s; valid loss: 0.5 (*)',
         '[Step 3] step time: 1s; valid loss: 0.625',
-        # the latest validation (0.625) was not a best: no mark at the epoch level
-        '[Step 3] epoch time: 3s; step time: 1s (±0s); loss: 2; valid loss: 0.625 (±0.102062)',
+        # the latest validation (0.625) was not a best, but 0.5 in this epoch was: the
+        # epoch line is marked (a best anywhere in the epoch)
+        '[Step 3] epoch time: 3s; step time: 1s (±0s); loss: 2; valid loss: 0.625 (±0.102062) (*)',
     ]
 
 

@@ -7,6 +7,7 @@ the style; tests/graph/test_resume_semantics_graph.py has what is graph-only.
 """
 
 import os
+import pathlib
 import re
 import signal
 import subprocess
@@ -213,12 +214,15 @@ print('final', float(w.numpy()), flush=True)
 '''
 
 
+REPO = str(pathlib.Path(__file__).resolve().parents[2])   # the script imports tests.helpers
+
+
 def run_script(tmp_path, mode):
     script = tmp_path / 'train.py'
     script.write_text(textwrap.dedent(PREEMPTED_SCRIPT.format()))
     return subprocess.run([sys.executable, str(script), str(tmp_path / 'run'), mode],
                           capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', PYTHONPATH=REPO))
 
 
 def test_sigterm_saves_at_the_step_boundary_exits_143_and_resumes_there(tmp_path):

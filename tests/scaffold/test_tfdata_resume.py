@@ -15,6 +15,7 @@ import tensorflow as tf
 
 import tfsnippet as spt
 from tests.helpers import checkpoint_path
+from tests.test_crash_resume import Job, server  # noqa: F401 (a module fixture)
 
 STEPS = 5          # batches per epoch
 MAX_EPOCH = 3
@@ -271,23 +272,22 @@ def killed_script(tmp_path_factory):
 
 
 @pytest.fixture(scope='module')
-def killed_reference(killed_script, tmp_path_factory):
-    from tests.test_crash_resume import Job
-    job = Job(killed_script, tmp_path_factory.mktemp('tfdata-reference'), 'reference')
+def killed_reference(server, killed_script, tmp_path_factory):
+    job = Job(server, killed_script, tmp_path_factory.mktemp('tfdata-reference'), 'reference')
     assert job.finish() == 0, job.stderr()
     ids = ids_of(job.lines)
     assert sorted(ids) == list(range(1, 16))
     return ids
 
 
-def test_a_killed_process_resumes_the_same_batches(killed_script, killed_reference, tmp_path):
-    from tests.test_crash_resume import Job
-    job = Job(killed_script, tmp_path, 'killed', '--pause', 8, pause=True)
+def test_a_killed_process_resumes_the_same_batches(server, killed_script, killed_reference,
+                                                   tmp_path):
+    job = Job(server, killed_script, tmp_path, 'killed', '--pause', 8, pause=True)
     job.read_until('PAUSED')
     assert job.kill() == -9, job.stderr()
     before = ids_of(job.lines)
     assert sorted(before) == list(range(1, 9))
-    resumed = Job(killed_script, tmp_path, 'resumed')
+    resumed = Job(server, killed_script, tmp_path, 'resumed')
     assert resumed.finish() == 0, resumed.stderr()
     assert resumed.lines[0].startswith('Resume training: epoch 2, step 8, ')
     after = ids_of(resumed.lines)
@@ -296,16 +296,15 @@ def test_a_killed_process_resumes_the_same_batches(killed_script, killed_referen
 
 
 def test_a_process_killed_while_saving_the_iterator_resumes_the_save_before(
-        killed_script, killed_reference, tmp_path):
-    from tests.test_crash_resume import Job
-    job = Job(killed_script, tmp_path, 'killed', '--kill-at-staged', 5)
+        server, killed_script, killed_reference, tmp_path):
+    job = Job(server, killed_script, tmp_path, 'killed', '--kill-at-staged', 5)
     assert job.finish() == -9, job.stderr()
     assert sorted(ids_of(job.lines)) == list(range(1, 6))
     entries = os.listdir(tmp_path / 'ckpt' / 'checkpoint')
     assert sorted(n for n in entries if n.startswith('checkpoint.dat-')) == \
         [f'checkpoint.dat-{s}' for s in range(1, 5)]
     assert any(n.startswith('.tmp-loop-') for n in entries)   # what the killed save left
-    resumed = Job(killed_script, tmp_path, 'resumed')
+    resumed = Job(server, killed_script, tmp_path, 'resumed')
     assert resumed.finish() == 0, resumed.stderr()
     assert resumed.lines[0].startswith('Resume training: epoch 1, step 4, ')
     after = ids_of(resumed.lines)

@@ -573,9 +573,9 @@ def test_evaluator_weights_batches_by_their_length(style, fake_clock):
     assert weighted.last_metrics_dict == {'mean': 2.5, 'valid_loss': pytest.approx(11 / 3)}
     assert unweighted.last_metrics_dict == {'mean': 3., 'valid_loss': 4.}
     # both runs took 3 seconds (the epoch 6); each metric was collected twice; the
-    # latest validation loss (4) was not a new best, so the line has no ` (*)`
+    # first validation loss (11/3) was a new best in this epoch, so the line has ` (*)`
     assert lines == ['[Step 0] epoch time: 6s; eval time: 3s; flat time: 3s; '
-                     'mean: 2.75 (±0.25); valid loss: 3.83333 (±0.166667)']
+                     'mean: 2.75 (±0.25); valid loss: 3.83333 (±0.166667) (*)']
 
 
 def test_evaluator_with_a_scalar_metric_function_and_per_run_feed_dict(fake_clock):
