@@ -56,12 +56,6 @@ def pytest_runtest_logreport(report):
         entry['text'] = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
 
 
-def pytest_sessionfinish(session):
-    path = os.environ.get(REPORT_ENV)
-    if IN_GRAPH_PROCESS and path:
-        Path(path).write_text(json.dumps(_child_results))
-
-
 # ------------------------------------------------------------ main process side
 class GraphModeFailure(Exception):
     pass
@@ -91,20 +85,36 @@ class GraphModeItem(pytest.Item):
         return self.path, None, self.name
 
 
+def _start_graph_process(session) -> None:
+    """Start the child that runs every selected graph test, in the background: it
+    works on the second core while this process runs the eager tests."""
+    nodeids = [item.nodeid for item in session.items if isinstance(item, GraphModeItem)]
+    tmp = tempfile.TemporaryDirectory()
+    report = os.path.join(tmp.name, 'report.json')
+    output = open(os.path.join(tmp.name, 'output.txt'), 'w+')  # noqa: SIM115 (closed on read)
+    env = dict(os.environ, **{GRAPH_ENV: '1', REPORT_ENV: report})
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', *nodeids],
+        cwd=str(session.config.rootpath), env=env, stdout=output, stderr=subprocess.STDOUT,
+        text=True)
+    session._tfsnippet_graph_process = (proc, tmp, report, output)
+
+
 def _run_graph_process(session) -> dict:
+    """The graph child's results by node id (waits, once, for it to end)."""
     cached = getattr(session, '_tfsnippet_graph_results', None)
     if cached is not None:
         return cached
-    nodeids = [item.nodeid for item in session.items if isinstance(item, GraphModeItem)]
-    with tempfile.TemporaryDirectory() as tmp:
-        report = os.path.join(tmp, 'report.json')
-        env = dict(os.environ, **{GRAPH_ENV: '1', REPORT_ENV: report})
-        proc = subprocess.run(
-            [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', *nodeids],
-            cwd=str(session.config.rootpath), env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True)
-        results = json.loads(Path(report).read_text()) if os.path.exists(report) else {}
-    results['__output__'] = {'text': proc.stdout[-8000:]}
+    if getattr(session, '_tfsnippet_graph_process', None) is None:
+        _start_graph_process(session)
+    proc, tmp, report, output = session._tfsnippet_graph_process
+    proc.wait()
+    results = json.loads(Path(report).read_text()) if os.path.exists(report) else {}
+    output.seek(0)
+    results['__output__'] = {'text': output.read()[-8000:]}
+    output.close()
+    tmp.cleanup()
+    session._tfsnippet_graph_process = None
     session._tfsnippet_graph_results = results
     return results
 
@@ -116,6 +126,29 @@ def pytest_collection_modifyitems(session, config, items):
     for i, item in enumerate(items):
         if _is_graph_test(item):
             items[i] = GraphModeItem.from_parent(item.parent, name=item.name)
+    # the graph tests' outcomes come last: their child runs while the eager tests do
+    items.sort(key=lambda item: isinstance(item, GraphModeItem))
+
+
+def pytest_collection_finish(session):
+    if IN_GRAPH_PROCESS or session.config.option.collectonly:
+        return
+    if any(isinstance(item, GraphModeItem) for item in session.items):
+        _start_graph_process(session)
+
+
+def pytest_sessionfinish(session):
+    path = os.environ.get(REPORT_ENV)
+    if IN_GRAPH_PROCESS and path:
+        Path(path).write_text(json.dumps(_child_results))
+        return
+    running = getattr(session, '_tfsnippet_graph_process', None)
+    if running is not None:        # the run stopped early (-x, Ctrl-C): stop the child too
+        proc, tmp, _, output = running
+        proc.kill()
+        proc.wait()
+        output.close()
+        tmp.cleanup()
 
 
 # ------------------------------------------------------------------ fixtures
