@@ -48,27 +48,38 @@ def count_flops(target: Any, *args: Any, shapes: Mapping[Any, Sequence[int]] | N
     if isinstance(target, tf.Graph):
         graph = target
     elif isinstance(target, (tf.Operation, tf.Tensor)) and not tf.executing_eagerly():
-        graph = _subgraph(target, shapes or {})
-    elif callable(getattr(target, 'get_concrete_function', None)):
-        graph = target.get_concrete_function(*args, **kwargs).graph
-    elif isinstance(getattr(target, 'graph', None), tf.Graph) and callable(target):
-        graph = target.graph   # a concrete function
+        op = target if isinstance(target, tf.Operation) else target.op
+        graph = _pruned(op.graph, [op.name], shapes or {})
     else:
-        raise TypeError(f'`target` must be a tf.function, a concrete function, a tf.Graph, or '
-                        f'(graph mode) an operation, got {typed_repr(target)}')
+        function = target
+        if callable(getattr(target, 'get_concrete_function', None)):
+            function = target.get_concrete_function(*args, **kwargs)
+        graph = getattr(function, 'graph', None)
+        if not isinstance(graph, tf.Graph) or not callable(function):
+            raise TypeError(f'`target` must be a tf.function, a concrete function, a tf.Graph, '
+                            f'or (graph mode) an operation, got {typed_repr(target)}')
+        # what the outputs and the updates need: a gradient nobody uses (a
+        # convolution's input gradient) is traced, but never runs
+        graph = _pruned(graph, [t.op.name for t in graph.outputs] +
+                        [op.name for op in getattr(graph, 'control_outputs', ())], {})
     options = option_builder.ProfileOptionBuilder.float_operation()
     options['output'] = 'none'
     return int(model_analyzer.profile(graph, options=options).total_float_ops)
 
 
-def _subgraph(target: Any, shapes: Mapping[Any, Sequence[int]]) -> tf.Graph:
-    op = target if isinstance(target, tf.Operation) else target.op
-    graph_def = tf.compat.v1.graph_util.extract_sub_graph(op.graph.as_graph_def(), [op.name])
+def _pruned(graph: tf.Graph, names: list[str], shapes: Mapping[Any, Sequence[int]]) -> tf.Graph:
+    """A copy of the part of `graph` that ops `names` depend on (shapes kept; the
+    placeholders named in `shapes` given those)."""
+    graph_def = tf.compat.v1.graph_util.extract_sub_graph(graph.as_graph_def(add_shapes=True),
+                                                          names)
     wanted = {(k if isinstance(k, str) else k.op.name).split(':')[0]: list(v)
               for k, v in shapes.items()}
     for node in graph_def.node:
         if node.op == 'Placeholder' and node.name in wanted:
-            node.attr['shape'].shape.CopyFrom(tf.TensorShape(wanted[node.name]).as_proto())
+            shape = tf.TensorShape(wanted[node.name]).as_proto()
+            node.attr['shape'].shape.CopyFrom(shape)
+            if '_output_shapes' in node.attr:
+                node.attr['_output_shapes'].list.shape[0].CopyFrom(shape)
     out = tf.Graph()
     with out.as_default():
         tf.compat.v1.import_graph_def(graph_def, name='')
@@ -151,21 +162,30 @@ class Throughput(LoopComponent):
 
     def on_enter(self, loop: TrainLoop) -> None:
         self._warm = False
+        self._start = None
         if self._peak is None:
             self._peak = device_peak_flops()
-        self._subscribe_run(loop)
+        self.subscribe(loop, EventKeys.BEFORE_STEPS, self._before_steps)
+        self.subscribe(loop, EventKeys.AFTER_STEPS, self._after_steps)
+        if callable(self._batch_size):
+            self.subscribe(loop, EventKeys.AFTER_STEP, self._count_samples)
+
+    def on_exit(self, loop: TrainLoop, error: BaseException | None) -> None:
+        loop.events.remove_owned((self, 'first'))
 
     def _before_steps(self, loop: TrainLoop) -> None:
         self._samples = 0
         if self._warm:
             self._start = (loop.clock(), loop.step)
-        else:   # the first step of the run is left out: the clock starts after it
-            self._start = None
-            self.subscribe(loop, EventKeys.AFTER_STEP, self._after_first_step)
+        elif not callable(self._batch_size):
+            # the first step of the run is left out: the clock starts after it
+            loop.events.on(EventKeys.AFTER_STEP, self._first_step, owner=(self, 'first'))
 
-    def _after_first_step(self, loop: TrainLoop) -> None:
-        loop.events.remove_owned(self)   # then re-subscribe the lasting handlers
-        self._subscribe_run(loop)
+    def _first_step(self, loop: TrainLoop) -> None:
+        loop.events.remove_owned((self, 'first'))
+        self._warm_up(loop)
+
+    def _warm_up(self, loop: TrainLoop) -> None:
         self._warm = True
         if self._flops is None and self._step is not None:
             batch = loop.step_data
@@ -174,14 +194,10 @@ class Throughput(LoopComponent):
         self._samples = 0
         self._start = (loop.clock(), loop.step)
 
-    def _subscribe_run(self, loop: TrainLoop) -> None:
-        # the handlers kept for the whole run
-        self.subscribe(loop, EventKeys.BEFORE_STEPS, self._before_steps)
-        self.subscribe(loop, EventKeys.AFTER_STEPS, self._after_steps)
-        if callable(self._batch_size):
-            self.subscribe(loop, EventKeys.AFTER_STEP, self._count_samples)
-
     def _count_samples(self, loop: TrainLoop) -> None:
+        if self._start is None:   # the first step of the run: left out
+            self._warm_up(loop)
+            return
         self._samples += self._batch_size(loop.step_data)  # type: ignore[operator,misc]
 
     def _after_steps(self, loop: TrainLoop) -> None:
