@@ -41,9 +41,9 @@ def test_a_nan_rolls_back_skips_and_finishes_like_a_clean_run(style, tmp_path):
     assert [(r['step'], r['restored_step'], r['skipped']) for r in guard.rollbacks] == \
         [(13, 10, 3)]
     said = [line for line in lines if line.startswith('Loss guard')]
-    assert said == [f'Loss guard: `loss` is nan at epoch 2, step 13: rolled back to the '
+    assert said == [(f'Loss guard: `loss` is nan at epoch 2, step 13: rolled back to the '
                     f'checkpoint of step 10 ({guard.rollbacks[0]["path"]}), skipping the '
-                    f'batches of steps 11-13, rollback 1 of 2']
+                    f'batches of steps 11-13, rollback 1 of 2')]
 
 
 def test_the_rollbacks_are_saved_and_the_guard_gives_up_after_max_rollbacks(style, tmp_path):
@@ -55,9 +55,8 @@ def test_the_rollbacks_are_saved_and_the_guard_gives_up_after_max_rollbacks(styl
     assert [r['restored_step'] for r in guard.rollbacks] == [10, 15]
     # the count survives a resume: the next NaN gives up at once
     again = spt.LossGuard(action='rollback', max_rollbacks=2)
-    with style.new_run():
-        with pytest.raises(spt.LossGuardError, match='after 2 rollbacks'):
-            train(style, tmp_path / 'ckpt', bad_steps=(23,), guard=again)
+    with style.new_run(), pytest.raises(spt.LossGuardError, match='after 2 rollbacks'):
+        train(style, tmp_path / 'ckpt', bad_steps=(23,), guard=again)
     assert len(again.rollbacks) == 2
 
 
@@ -89,16 +88,14 @@ def test_the_spike_rule_alone():
 def test_rollback_needs_a_checkpointer_and_a_checkpoint(tmp_path):
     loop = spt.TrainLoop(max_step=3, print_func=lambda s: None)
     loop.add_component(spt.LossGuard(action='rollback'))
-    with pytest.raises(RuntimeError, match="the loop has no Checkpointer"):
-        with loop:
-            pass
+    with pytest.raises(RuntimeError, match="the loop has no Checkpointer"), loop:
+        pass
     loop = spt.TrainLoop(max_step=3, checkpoint_dir=str(tmp_path), print_func=lambda s: None)
     loop.add_component(spt.LossGuard(action='rollback'))
-    with pytest.raises(spt.LossGuardError, match='no checkpoint to roll back to yet'):
-        with loop:
-            for _ in loop.iter_epochs():
-                for _ in loop.iter_steps():
-                    loop.collect_metrics(loss=float('nan'))
+    with pytest.raises(spt.LossGuardError, match='no checkpoint to roll back to yet'), loop:
+        for _ in loop.iter_epochs():
+            for _ in loop.iter_steps():
+                loop.collect_metrics(loss=float('nan'))
     with pytest.raises(ValueError, match=r'`spike` must be a number above 1'):
         spt.LossGuard(spike=1.)
     with pytest.raises(ValueError, match=r"`action` must be 'raise', 'stop' or 'rollback'"):

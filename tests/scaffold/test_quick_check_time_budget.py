@@ -122,20 +122,18 @@ def test_a_broken_validation_fails_before_the_first_step():
     loop.add_component(spt.SanityCheck(lambda: {'valid_loss': float('nan')}))
     with pytest.raises(RuntimeError, match=r'^Sanity check: the validation before the first '
                                            r'epoch gave `valid_loss` = nan: fix the '
-                                           r'validation \(or the model\) before training$'):
-        with loop:
-            for _ in loop.iter_epochs():
-                for _ in loop.iter_steps():
-                    steps.append(1)
+                                           r'validation \(or the model\) before training$'), loop:
+        for _ in loop.iter_epochs():
+            for _ in loop.iter_steps():
+                steps.append(1)
     assert steps == []
 
     def broken():
         raise KeyError('valid_x')
     loop = spt.TrainLoop(max_epoch=1, max_step=3, print_func=lambda s: None)
     loop.add_component(spt.SanityCheck(broken))
-    with pytest.raises(KeyError, match='valid_x'):
-        with loop:
-            pass
+    with pytest.raises(KeyError, match='valid_x'), loop:
+        pass
     with pytest.raises(TypeError, match='`validate` must be an Evaluator or a function'):
         spt.SanityCheck(3)
 

@@ -11,7 +11,6 @@ import numpy as np
 import tensorflow as tf
 
 from ..backend.values import is_distributed_value
-
 from ..scaffold.components.quick_check import QuickCheck
 from ..scaffold.event_keys import EventKeys
 from ..utils.events import EventSource
@@ -185,8 +184,8 @@ class Evaluator:
         for batch in batches:
             out, _ = self._runner.run(batch, feed_dict)
             if out is None:
-                raise ValueError(f'The metrics function returned None for a batch; it must '
-                                 f'return a scalar or a dict of scalars')
+                raise ValueError('The metrics function returned None for a batch; it must '
+                                 'return a scalar or a dict of scalars')
             weights.append(1. if self._batch_weight_func is None
                            else float(self._batch_weight_func(*batch)))
             for name, value in out.items():

@@ -127,7 +127,7 @@ class LossGuard(LoopComponent):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         rollbacks = state.get('rollbacks')
         if not isinstance(rollbacks, list):
-            raise ValueError(f'`rollbacks` of the loss guard state must be a list, got '
+            raise TypeError(f'`rollbacks` of the loss guard state must be a list, got '
                              f'{rollbacks!r}')
         self.rollbacks = [dict(r) for r in rollbacks]
 

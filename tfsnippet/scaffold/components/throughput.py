@@ -18,7 +18,7 @@ from .base import LoopComponent
 if TYPE_CHECKING:  # pragma: no cover
     from ..loop.core import TrainLoop
 
-__all__ = ['Throughput', 'count_flops', 'PEAK_FLOPS', 'device_peak_flops']
+__all__ = ['PEAK_FLOPS', 'Throughput', 'count_flops', 'device_peak_flops']
 
 #: Dense float32 peaks (FLOP/s) of known devices, matched by a substring of the
 #: device name; give ``peak_flops`` for mixed precision (tensor cores) or others.

@@ -114,9 +114,9 @@ class TimeBudget(LoopComponent):
         if self.stopped is None or error is not None:
             return
         for checkpointer in loop.components_of(Checkpointer):
-            if checkpointer.saver is not None and not checkpointer.writes_suspended:
-                if not any(isinstance(p, SaveAtEnd) for p in checkpointer.save_policies):
-                    checkpointer.save(loop)
+            if checkpointer.saver is not None and not checkpointer.writes_suspended and \
+                    not any(isinstance(p, SaveAtEnd) for p in checkpointer.save_policies):
+                checkpointer.save(loop)   # its policies have no final save: this one
         left = self._deadline - loop.clock()
         loop.collect_results(time_budget_stopped=1., time_budget_left=left)
 
