@@ -56,7 +56,7 @@ class LoopIteration:
         self.dataflows: list[DataFlow] = []   # DataFlows given to iter_steps, in order
         self.stop_requested = False
         self.stop_reason: str | None = None
-        self.stop_persists = True   # a checkpoint saved after the stop keeps it
+        self.stop_persists = False   # a stop requested, which a checkpoint keeps
 
     def stop(self, reason: str, persist: bool = True) -> None:
         """Stop at the next step or epoch boundary, saying `reason`; unless
