@@ -3,6 +3,7 @@ the fraction of the device's peak, and memory."""
 
 from __future__ import annotations
 
+import functools
 import resource
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -86,12 +87,22 @@ def _pruned(graph: tf.Graph, names: list[str], shapes: Mapping[Any, Sequence[int
     return out
 
 
-def device_peak_flops() -> float | None:
-    """The float32 peak of the first GPU when its name is in :data:`PEAK_FLOPS`, else ``None``."""
+@functools.lru_cache(maxsize=1)
+def first_gpu() -> str | None:
+    """The name of this process's first GPU (``'NVIDIA A100-SXM4-40GB'``), ``''``
+    when it does not say, or ``None`` without a GPU (looked up once: the devices
+    of a process do not change)."""
     gpus = tf.config.list_physical_devices('GPU')
     if not gpus:
         return None
-    name = str(tf.config.experimental.get_device_details(gpus[0]).get('device_name', ''))
+    return str(tf.config.experimental.get_device_details(gpus[0]).get('device_name', ''))
+
+
+def device_peak_flops() -> float | None:
+    """The float32 peak of the first GPU when its name is in :data:`PEAK_FLOPS`, else ``None``."""
+    name = first_gpu()
+    if name is None:
+        return None
     return next((peak for key, peak in PEAK_FLOPS.items() if key in name), None)
 
 
@@ -219,7 +230,7 @@ class Throughput(LoopComponent):
                 values['flops_per_sec'] = rate * self._flops
                 if self._peak is not None:
                     values['mfu'] = rate * self._flops / self._peak
-        if tf.config.list_logical_devices('GPU'):
+        if first_gpu() is not None:
             info = tf.config.experimental.get_memory_info('GPU:0')
             values['device_mem_mb'] = info['peak'] / (1024. * 1024.)
         self.last = values
