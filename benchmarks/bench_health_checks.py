@@ -4,7 +4,8 @@
 The rows of issue 35, items 4-7: ``QuickCheck`` (its step counter, with a
 limit never reached), ``SanityCheck`` (nothing per step), ``TimeBudget``
 (one clock reading per step, a budget never reached), ``LossGuard`` with
-the spike rule (a median of the last values per check), ``Throughput``
+the spike rule (a sorted window kept per check; the plain guard's row, a
+watcher of each collected loss, is shown for reference), ``Throughput``
 (nothing per step with a fixed batch size; a call of the batch-size
 function with one).  Each is timed against its own bare runs of the same
 no-op loop, alternating in this process, with the method of
@@ -47,6 +48,11 @@ def time_budget() -> Sequence[Any]:
     return [spt.TimeBudget(seconds=10 ** 9)]
 
 
+def loss_guard_plain() -> Sequence[Any]:
+    import tfsnippet as spt
+    return [spt.LossGuard(action='stop')]
+
+
 def loss_guard_spike() -> Sequence[Any]:
     import tfsnippet as spt
     return [spt.LossGuard(spike=10., window=20, action='stop')]
@@ -67,7 +73,9 @@ CASES: list[Case] = [
     Case('QuickCheck, limit not reached (a step counter)', quick_check),
     Case('SanityCheck (before the first epoch only)', sanity_check),
     Case('TimeBudget, budget not reached (a clock reading)', time_budget),
-    Case('LossGuard(spike=10, window=20) (a median per check)', loss_guard_spike),
+    Case('LossGuard() (reference: a check of each collected loss)', loss_guard_plain,
+         target_us=None),
+    Case('LossGuard(spike=10, window=20) (+ a sorted window per check)', loss_guard_spike),
     Case('Throughput(batch_size=64)', throughput_fixed),
     Case('Throughput(batch_size=<function>) (a call per step, by design)',
          throughput_function, target_us=None),
