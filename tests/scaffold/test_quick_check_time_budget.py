@@ -207,3 +207,38 @@ def test_time_budget_arguments_are_checked():
         spt.TimeBudget(seconds=0)
     with pytest.raises(ValueError, match=r'`margin` must be a number of seconds >= 0, got -1'):
         spt.TimeBudget(seconds=10, margin=-1)
+
+
+# ----------------------------------------------------------------- in an Experiment
+class Cfg(spt.Config):
+    max_epoch = 10
+
+
+def test_an_experiment_records_why_the_time_budget_stopped_and_nothing_of_a_quick_check(
+        style, tmp_path, fake_clock):
+    import json
+
+    from tfsnippet.experiment.store import ResultsStore
+    batches, _ = regression_data(n_batches=5)
+    for name, component in [('budget', spt.TimeBudget(seconds=12, margin=1, save_estimate=0)),
+                            ('quick', spt.QuickCheck(train_steps=2))]:
+        with style.new_run(), spt.Experiment(Cfg, root=tmp_path, name=name, args=[]) as exp:
+            w, step = sgd_regression(style)
+            loop = spt.TrainLoop([w], max_epoch=exp.config.max_epoch, clock=fake_clock,
+                                 print_func=lambda s: None)
+            loop.add_component(component)
+            with loop:
+                for _ in loop.iter_epochs():
+                    for _, (x, y) in loop.iter_steps(batches):
+                        loop.collect_metrics(loss=step(x, y))
+                        fake_clock.advance(1.)
+                    loop.print_logs()
+    # 1 s steps, a 1 s margin: after step 10, 2 s are left: one more step, then stop
+    result = json.loads((tmp_path / 'budget' / 'result.json').read_text())
+    assert result == {'time_budget_stopped': 1., 'time_budget_left': 1.}
+    with ResultsStore(tmp_path) as store:
+        assert store.get_run('budget').results == result
+        assert store.get_run('quick').results == {}
+        assert [e.epoch for e in store.epochs('budget')] == [1, 2, 3]
+        assert store.epochs('quick') == []
+    assert not (tmp_path / 'quick' / 'result.json').exists()
