@@ -229,8 +229,9 @@ class TrainLoop(DisposableContext):
         `resumable` (a time budget: the next start goes on training)."""
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f'`reason` must be a str or None, got {reason!r}')
-        if not self._iter.stop_requested and not self._dist.defer_stop(reason):
-            self._iter.stop(reason or 'stop requested', persist=resumable is not True)
+        persist = resumable is not True
+        if not self._iter.stop_requested and not self._dist.defer_stop(reason, persist):
+            self._iter.stop(reason or 'stop requested', persist)
 
     # ------------------------------------------------------------ components
     def component(self, role: str) -> Any:
