@@ -51,18 +51,18 @@ class TimeBudget(LoopComponent):
         ValueError: A number is not positive (`margin`, `save_estimate`: >= 0).
     """
 
-    #: How many of the last saves and steps the estimates look at.
-    HISTORY = 5
+    #: How many of the last saves the estimate looks at; the longest step is
+    #: that of the current and the previous block of this many steps.
+    HISTORY = 8
 
     def __init__(self, seconds: float, margin: float = 5., save_estimate: float = 10.):
         self._seconds = check_positive_number(seconds, 'seconds')
         self._margin = _non_negative(margin, 'margin')
         self._save_estimate = _non_negative(save_estimate, 'save_estimate')
         self._saves: deque[float] = deque(maxlen=self.HISTORY)
-        self._deadline = 0.
-        self._last = 0.
-        self._step_max = 0.
-        self._steps: deque[float] = deque(maxlen=self.HISTORY)
+        self._deadline = self._stop_at = self._last = 0.
+        self._block_max = self._previous_max = 0.   # the longest step of each block
+        self._count = 0
         self.stopped: str | None = None   # the reason, once it stopped the loop
 
     def __repr__(self) -> str:
@@ -77,32 +77,41 @@ class TimeBudget(LoopComponent):
         """The seconds kept for the rest: the longest recent save (or
         `save_estimate`), the longest recent step and `margin`."""
         save = max(self._saves) if self._saves else self._save_estimate
-        return save + self._step_max + self._margin
+        return save + max(self._block_max, self._previous_max) + self._margin
+
+    def _update(self) -> None:
+        self._stop_at = self._deadline - self.reserve()
 
     def on_enter(self, loop: TrainLoop) -> None:
         self.stopped = None
         self._saves.clear()
-        self._steps.clear()
-        self._step_max = 0.
+        self._block_max = self._previous_max = 0.
+        self._count = 0
         self._last = now = loop.clock()
         self._deadline = now + self._seconds
+        self._update()
         self.subscribe(loop, EventKeys.AFTER_STEP, self._after_step)
         self.subscribe(loop, EventKeys.LOOP_HELD, self._on_held)
 
     def _on_held(self, loop: TrainLoop, cause: str, seconds: float) -> None:
         if cause == 'checkpoint':
             self._saves.append(seconds)
+            self._update()
 
     def _after_step(self, loop: TrainLoop) -> None:
+        # the per-step path: a clock reading and a few comparisons
         now = loop.clock()
         took, self._last = now - self._last, now
-        steps = self._steps
-        steps.append(took)
-        if took > self._step_max or len(steps) == self.HISTORY:
-            self._step_max = max(steps)
-        left = self._deadline - now
-        if left >= self.reserve():
+        if took > self._block_max:
+            self._block_max = took
+            self._update()
+        self._count += 1
+        if self._count == self.HISTORY:   # a new block: the one before it is forgotten
+            self._count, self._previous_max, self._block_max = 0, self._block_max, 0.
+            self._update()
+        if now <= self._stop_at:   # what is left covers the reserve
             return
+        left = self._deadline - now
         self.stopped = (f'time budget: {humanize_duration(left)} left of '
                         f'{humanize_duration(self._seconds)}, keeping '
                         f'{humanize_duration(self.reserve())} to save')
