@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...utils.misc import humanize_duration
@@ -63,6 +65,7 @@ class TimeBudget(LoopComponent):
         self._deadline = self._stop_at = self._last = 0.
         self._block_max = self._previous_max = 0.   # the longest step of each block
         self._count = 0
+        self._clock: Callable[[], float] = time.perf_counter
         self.stopped: str | None = None   # the reason, once it stopped the loop
 
     def __repr__(self) -> str:
@@ -87,7 +90,8 @@ class TimeBudget(LoopComponent):
         self._saves.clear()
         self._block_max = self._previous_max = 0.
         self._count = 0
-        self._last = now = loop.clock()
+        self._clock = loop.clock   # fixed while the loop is entered
+        self._last = now = self._clock()
         self._deadline = now + self._seconds
         self._update()
         self.subscribe(loop, EventKeys.AFTER_STEP, self._after_step)
@@ -100,7 +104,7 @@ class TimeBudget(LoopComponent):
 
     def _after_step(self, loop: TrainLoop) -> None:
         # the per-step path: a clock reading and a few comparisons
-        now = loop.clock()
+        now = self._clock()
         took, self._last = now - self._last, now
         if took > self._block_max:
             self._block_max = took
