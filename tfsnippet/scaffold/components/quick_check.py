@@ -45,6 +45,10 @@ class QuickCheck(LoopComponent):
       the others when the loop is entered, after the checkpoint was read:
       add this component last, or a checkpointer added after it may leave
       an empty ``checkpoint/`` folder.  A checkpoint found is still resumed.
+      An :class:`~tfsnippet.Experiment`'s own run folder and run row are
+      the Experiment's: nothing of the loop is recorded into them, but
+      they are made (run the quick check outside an Experiment, or with a
+      scratch `root`, to keep the results store clean).
 
     Pair it with a :class:`SanityCheck` to validate before the first step.
 
