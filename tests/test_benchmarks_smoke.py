@@ -213,7 +213,8 @@ def test_bench_distributed_quick_run_prints_the_tables(quick):
 
 
 @pytest.mark.parametrize('script', ['bench_components.py', 'bench_tfdata_checkpoint.py',
-                                    'bench_object_store.py', 'bench_search.py'])
+                                    'bench_object_store.py', 'bench_search.py',
+                                    'bench_health_checks.py'])
 def test_newer_benchmarks_quick_run_hand_their_rows_over(script, quick):
     """Each runs with --quick and writes the rows that run_all.py reads."""
     quick.out(script)

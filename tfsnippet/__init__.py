@@ -45,6 +45,8 @@ _EXPORTS: dict[str, str] = {
                      'LearningRateMonitor'],
                     'scaffold'),
     'KerasCallbacks': 'scaffold',
+    **dict.fromkeys(['QuickCheck', 'SanityCheck', 'SuspendableWrites', 'Throughput',
+                     'TimeBudget', 'count_flops'], 'scaffold'),
     'settings': 'settings_',
     'Search': 'search',   # imports Optuna (`pip install "tfsnippet[optuna]"`) when first used
     **dict.fromkeys(['BaseTrainer', 'AnnealingScalar', 'DynamicValue', 'Evaluator',

@@ -210,7 +210,7 @@ def test_evaluator_metric_not_a_tensor_in_eager_mode(loop):
 # ------------------------------------------------------------ LossGuard
 @pytest.mark.parametrize('action', ['warn', None], ids=['warn', 'none'])
 def test_loss_guard_bad_action(action):
-    with raises(ValueError, f"`action` must be 'raise' or 'stop', got {action!r}"):
+    with raises(ValueError, f"`action` must be 'raise', 'stop' or 'rollback', got {action!r}"):
         LossGuard(action=action)
 
 

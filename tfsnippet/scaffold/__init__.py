@@ -35,3 +35,9 @@ __all__ = ['CheckpointError', 'CheckpointMismatchError', 'CheckpointSavableObjec
            'MultiSink', 'chief_only', 'MultiTaskMetrics',
            'MixedPrecision', 'Profiler', 'LearningRateMonitor']
 __all__ += ['KerasCallbacks']
+
+from .components import (QuickCheck, SanityCheck, SuspendableWrites, Throughput, TimeBudget,
+                         count_flops)
+
+__all__ += ['QuickCheck', 'SanityCheck', 'SuspendableWrites', 'Throughput', 'TimeBudget',
+            'count_flops']

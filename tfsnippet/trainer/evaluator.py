@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -10,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..backend.values import is_distributed_value
-
+from ..scaffold.components.quick_check import QuickCheck
 from ..scaffold.event_keys import EventKeys
 from ..utils.events import EventSource
 from .step_runner import StepRunner, is_graph_fetch
@@ -157,19 +158,40 @@ class Evaluator:
 
     def _run(self, feed_dict: Mapping | None) -> None:
         self._events.fire(EventKeys.BEFORE_EXECUTION, self)
+        limit = None
+        for check in self._loop.components_of(QuickCheck):   # a quick check: a few batches
+            limit = check.valid_steps if limit is None else min(limit, check.valid_steps)
+        result = self.evaluate(feed_dict, max_batches=limit)
+        if result:
+            self._last_metrics_dict = result
+            self._loop.collect_metrics(result)
+        self._events.reverse_fire(EventKeys.AFTER_EXECUTION, self)
+
+    def evaluate(self, feed_dict: Mapping | None = None,
+                 max_batches: int | None = None) -> dict[str, float]:
+        """The weighted means of the metrics over the batches (the first
+        `max_batches` of them, if given), collected nowhere and firing no
+        event (``{}`` when there was no batch); what :meth:`run` collects and
+        what a :class:`~tfsnippet.SanityCheck` checks.
+
+        Raises:
+            ValueError: A metric of a batch is not a scalar.
+        """
         values: dict[str, list[Any]] = {}
         weights: list[float] = []
-        for batch in self._data_flow:
+        batches = (self._data_flow if max_batches is None
+                   else itertools.islice(self._data_flow, max_batches))
+        for batch in batches:
             out, _ = self._runner.run(batch, feed_dict)
             if out is None:
-                raise ValueError(f'The metrics function returned None for a batch; it must '
-                                 f'return a scalar or a dict of scalars')
+                raise ValueError('The metrics function returned None for a batch; it must '
+                                 'return a scalar or a dict of scalars')
             weights.append(1. if self._batch_weight_func is None
                            else float(self._batch_weight_func(*batch)))
             for name, value in out.items():
                 values.setdefault(name, []).append(value)
+        result: dict[str, float] = {}
         if weights:
-            result = {}
             for name, items in values.items():
                 if len(items) != len(weights):
                     raise ValueError(f'Metric {name!r} was not returned for every batch')
@@ -184,9 +206,7 @@ class Evaluator:
                         raise ValueError(f'Metric is not a scalar: {name!r} has value {a!r}')
                 result[name] = float(np.average(np.asarray(arr, dtype=np.float64),
                                                 weights=weights))
-            self._last_metrics_dict = result
-            self._loop.collect_metrics(result)
-        self._events.reverse_fire(EventKeys.AFTER_EXECUTION, self)
+        return result
 
 
 class Validator(Evaluator):

@@ -24,3 +24,11 @@ __all__ = ['LoopComponent', 'Checkpointer', 'EarlyStopping', 'LossGuard', 'LossG
            'ExportBest', 'Preemption', 'TrainingPreempted', 'MultiTaskMetrics',
            'MixedPrecision', 'Profiler', 'LearningRateMonitor']
 __all__ += ['KerasCallbacks']
+
+from .quick_check import QuickCheck, SanityCheck
+from .suspend import SuspendableWrites
+from .throughput import Throughput, count_flops
+from .time_budget import TimeBudget
+
+__all__ += ['QuickCheck', 'SanityCheck', 'SuspendableWrites', 'Throughput', 'count_flops',
+            'TimeBudget']

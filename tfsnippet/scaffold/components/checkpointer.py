@@ -32,12 +32,13 @@ from ..event_keys import EventKeys
 from ..metrics.monitor import Monitor, loop_monitor
 from .base import LoopComponent
 from .export import ExportBest, export_best_weights
+from .suspend import SuspendableWrites
 from .preemption import PREEMPTED_EXIT_CODE, Preemption, TrainingPreempted, check_signal
 
 __all__ = ['Checkpointer', 'TrainingPreempted', 'PREEMPTED_EXIT_CODE']
 
 
-class Checkpointer(LoopComponent):
+class Checkpointer(LoopComponent, SuspendableWrites):
     """Saves the loop's checkpoints when its save policies say so; the loop resumes from them.
 
     Used by ``TrainLoop(checkpoint_dir=...)``; see
@@ -127,6 +128,10 @@ class Checkpointer(LoopComponent):
     every worker saves (the chief writes) and exits at the same step; under
     a ``ParameterServerStrategy`` a save first waits for the scheduled
     steps (``coordinator.join()``).
+
+    **Suspended** (:meth:`suspend_writes`, what a :class:`~tfsnippet.QuickCheck`
+    does): it still resumes a checkpoint found in `checkpoint_dir`, but
+    creates no folder and saves nothing (:meth:`save` returns ``''``).
     """
 
     role = 'checkpointer'
@@ -324,6 +329,8 @@ class Checkpointer(LoopComponent):
         """
         if self._saver is None:
             raise RuntimeError('The loop of this Checkpointer is not entered')
+        if self._writes_suspended is not None:
+            return ''
         with self.hold(loop, 'checkpoint'):   # timed only for a time breakdown
             return self._write_checkpoint(loop, best)
 
@@ -389,7 +396,7 @@ class Checkpointer(LoopComponent):
         them: the one saved here already, else a new one."""
         value, self._candidate = self._candidate, None
         policy, monitor = self._keep_best, self._best_monitor
-        if value is None or policy is None or monitor is None or \
+        if self._writes_suspended is not None or value is None or policy is None or monitor is None or \
                 not enters_best(self._pins, value, monitor.mode, policy.k):
             return None
         assert self._saver is not None
@@ -486,7 +493,8 @@ class Checkpointer(LoopComponent):
             ValueError: `checkpoint_dir` is not writable (on the chief), or holds
                 checkpoints of the classic ``tf.train.Saver``.
         """
-        if loop.is_chief:
+        writes = loop.is_chief and self._writes_suspended is None
+        if writes:
             self._check_writable()
         if tf.executing_eagerly():
             variables = self._variables
@@ -500,7 +508,7 @@ class Checkpointer(LoopComponent):
             loop_files=loop.progress.datasets.writer, loop_state_check=loop.check_state_dict,
             strict=True)
         self._async_stats = self._saver.async_stats
-        if loop.is_chief:   # the other workers only read
+        if writes:   # the other workers only read
             self._saver.remove_stale_temporaries()
         self._refuse_classic_format()
         return self._saver

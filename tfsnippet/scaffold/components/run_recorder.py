@@ -10,13 +10,14 @@ from ...utils.status import status_of_exit
 from ..event_keys import EventKeys
 from ..metrics.sinks import EPOCH, SCOPES, MultiSink, check_sink
 from .base import LoopComponent
+from .suspend import SuspendableWrites
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..loop.core import TrainLoop
 
 __all__ = ['MetricRecorder', 'RunRecorder', 'RecordingTarget']
 
-class MetricRecorder(LoopComponent):
+class MetricRecorder(LoopComponent, SuspendableWrites):
     """Sends the statistics a loop announces to metric sinks.
 
     The loop announces each reduction of its metric book once
@@ -89,6 +90,8 @@ class MetricRecorder(LoopComponent):
         return self._flush_secs
 
     def on_enter(self, loop: TrainLoop) -> None:
+        if self._writes_suspended is not None:   # a quick check: nothing is recorded
+            return
         self._last_flush = loop.clock()
         self._improved = False
         progress = loop.progress
@@ -111,7 +114,7 @@ class MetricRecorder(LoopComponent):
                 self._sink.flush()
 
     def on_valid_metric(self, loop: TrainLoop, value: float, improved: bool) -> None:
-        if improved and loop.valid_metric_name is not None:
+        if self._writes_suspended is None and improved and loop.valid_metric_name is not None:
             self._sink.write_best({loop.valid_metric_name: value}, loop.step)
             self._improved = True
 
@@ -123,6 +126,8 @@ class MetricRecorder(LoopComponent):
         self._sink.write_results(results)
 
     def on_exit(self, loop: TrainLoop, error: BaseException | None) -> None:
+        if self._writes_suspended is not None:
+            return
         self._sink.flush()
         results = loop.results
         if results:
@@ -185,6 +190,8 @@ class RunRecorder(MetricRecorder):
         return float(self._target.flush_secs)
 
     def on_enter(self, loop: TrainLoop) -> None:
+        if self._writes_suspended is not None:   # a quick check: nothing is recorded
+            return
         # the loop has restored its checkpoint: a resumed run's start may be recorded
         confirm = getattr(self._target, 'confirm_resume', None)
         if callable(confirm):
@@ -203,6 +210,8 @@ class RunRecorder(MetricRecorder):
 
     def on_results(self, loop: TrainLoop, results: dict[str, float]) -> None:
         """Record results collected after the loop's block (the best weights restored)."""
+        if self._writes_suspended is not None:
+            return
         if not self._target.active:
             raise RuntimeError(
                 f'`collect_results()` after the loop\'s `with` block records into the '

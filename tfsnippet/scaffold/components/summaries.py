@@ -22,6 +22,7 @@ from ..summary_writer import (BUFFER_LIMIT, DEFAULT_SUMMARY_SKIP_PATTERN, STEPS_
                               CommitSchedules, SummaryWriter, as_summary_proto,
                               check_skip_pattern, check_summary_dir, check_summary_writer)
 from .base import LoopComponent
+from .suspend import SuspendableWrites
 
 __all__ = ['SummaryLogger', 'SUMMARY_STREAMS']
 
@@ -30,7 +31,7 @@ __all__ = ['SummaryLogger', 'SUMMARY_STREAMS']
 SUMMARY_STREAMS = ('values', 'logs', 'epochs')
 
 
-class SummaryLogger(LoopComponent, MetricSink):
+class SummaryLogger(LoopComponent, MetricSink, SuspendableWrites):
     """Writes the metrics a :class:`~tfsnippet.TrainLoop` collects as TensorBoard scalars.
 
     Used by ``TrainLoop(summary_dir=...)``/``TrainLoop(summary_writer=...)``.
@@ -209,7 +210,8 @@ class SummaryLogger(LoopComponent, MetricSink):
 
     # ------------------------------------------------------------ component hooks
     def on_enter(self, loop: Any) -> None:
-        self._silent = not loop.is_chief
+        # suspended (a quick check): as silent as a worker that is not the chief
+        self._silent = not loop.is_chief or self._writes_suspended is not None
         if self._silent:
             return
         if self._writer is None:

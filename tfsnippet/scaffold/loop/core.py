@@ -222,13 +222,16 @@ class TrainLoop(DisposableContext):
         return dict(self._metrics.results)
 
     # ------------------------------------------------------------ control
-    def request_stop(self, reason: str | None = None) -> None:
+    def request_stop(self, reason: str | None = None, *, resumable: bool = False) -> None:
         """Ask the loop to stop at the next step or epoch boundary, saying `reason`
-        (under multi-worker training: at the next sync point, on every worker)."""
+        (under multi-worker training: at the next sync point, on every worker).
+        A later checkpoint keeps the stop (a resume trains no further) unless
+        `resumable` (a time budget: the next start goes on training)."""
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f'`reason` must be a str or None, got {reason!r}')
-        if not self._iter.stop_requested and not self._dist.defer_stop(reason):
-            self._iter.stop(reason or 'stop requested')
+        persist = resumable is not True
+        if not self._iter.stop_requested and not self._dist.defer_stop(reason, persist):
+            self._iter.stop(reason or 'stop requested', persist)
 
     # ------------------------------------------------------------ components
     def component(self, role: str) -> Any:
@@ -265,7 +268,7 @@ class TrainLoop(DisposableContext):
         monitor = self._metrics.valid_monitor
         state['best_valid_metric'] = monitor.best if monitor else None
         state['valid_monitor'] = monitor.state_dict() if monitor else None
-        state['stop_reason'] = self._iter.stop_reason if self._iter.stop_requested else None
+        state['stop_reason'] = self._iter.stop_reason if self._iter.stop_persists else None
         state['components'] = self._components.state_dict()
         if state['epoch_steps'] is not None:   # inside an epoch: its statistics so far
             state['epoch_metrics'] = self._metrics.state_dict()

@@ -55,7 +55,7 @@ def check_strategy_args(strategy: Any, coordinator: Any) -> tuple[Any, Any]:
 
 def attach_distribution(loop: TrainLoop, strategy: Any, coordinator: Any,
                         clock: Callable[[], float],
-                        on_stop: Callable[[str], None]) -> LoopDistribution:
+                        on_stop: Callable[[str, bool], None]) -> LoopDistribution:
     """The :class:`LoopDistribution` of `loop` on its backend, chosen now.
 
     `strategy` ``None`` takes the strategy whose scope is entered now; the
@@ -216,13 +216,14 @@ class LoopDistribution:
     DEFAULT_SYNC_STEPS = 100
 
     def __init__(self, loop: TrainLoop, backend: Backend, clock: Callable[[], float],
-                 on_stop: Callable[[str], None]):
+                 on_stop: Callable[[str, bool], None]):
         self._loop = loop
         self._backend = backend
         self._multi = backend.num_workers > 1
         self._local_clock = clock
         self._on_stop = on_stop
         self._pending_stop: str | None = None
+        self._pending_persists = True
         self._data: dict[int, tuple[Any, Any]] = {}   # id(source) -> (source, distributed)
         self._now = 0.
         self._detached = False
@@ -286,13 +287,15 @@ class LoopDistribution:
         self._loop.events.remove_owned((self, 'decide'))
 
     # ------------------------------------------------------------ decisions
-    def defer_stop(self, reason: str | None) -> bool:
+    def defer_stop(self, reason: str | None, persist: bool = True) -> bool:
         """Whether a stop request must wait for the next sync point (multi-worker
-        training); it is then noted, to be agreed on there."""
+        training); it is then noted, to be agreed on there (unless `persist`, a
+        checkpoint taken after it does not keep it)."""
         if not self._multi:
             return False
         if self._pending_stop is None:
             self._pending_stop = reason or 'stop requested'
+            self._pending_persists = persist
         return True
 
     def agreed_clock(self) -> float:
@@ -305,8 +308,9 @@ class LoopDistribution:
     def _apply_stop(self, agreed: float) -> None:
         if agreed:
             reason = self._pending_stop or 'stop requested by another worker'
+            persist = self._pending_persists or self._pending_stop is None
             self._pending_stop = None
-            self._on_stop(reason)
+            self._on_stop(reason, persist)
 
     def _decide_at_next_boundary(self) -> None:
         """A decision was taken on this worker alone: apply it at the next step

@@ -56,10 +56,13 @@ class LoopIteration:
         self.dataflows: list[DataFlow] = []   # DataFlows given to iter_steps, in order
         self.stop_requested = False
         self.stop_reason: str | None = None
+        self.stop_persists = False   # a stop requested, which a checkpoint keeps
 
-    def stop(self, reason: str) -> None:
-        """Stop at the next step or epoch boundary, saying `reason`."""
+    def stop(self, reason: str, persist: bool = True) -> None:
+        """Stop at the next step or epoch boundary, saying `reason`; unless
+        `persist`, a checkpoint taken after it resumes training (a time budget)."""
         self.stop_requested, self.stop_reason = True, reason
+        self.stop_persists = persist
 
     def iter_epochs(self) -> Iterator[int]:
         """Iterate through the epochs, yielding the epoch counter (from 1), until
