@@ -318,16 +318,6 @@ def test_run_without_initialization_fails_on_uninitialized_variables(session):
     assert spt.utils.get_uninitialized_variables([other]) == [other]
 
 
-def test_ensure_variables_initialized_helper(session):
-    a = v1.get_variable('a', initializer=1.)
-    b = v1.get_variable('b', initializer=2.)
-    spt.utils.ensure_variables_initialized([a])
-    assert spt.utils.get_uninitialized_variables() == [b]
-    session.run(a.assign(3.))
-    spt.utils.ensure_variables_initialized()
-    assert session.run([a, b]) == [3., 2.]
-
-
 # ------------------------------------------------------------ Evaluator
 def test_evaluator_single_tensor_metric_and_per_run_feed_dict(session, fake_clock):
     ph = v1.placeholder(tf.float32, [None])
