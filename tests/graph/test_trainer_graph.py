@@ -270,13 +270,14 @@ def test_trainer_checks_the_batch_arity_of_a_plain_iterable(session):
             trainer.run()
 
 
-def test_trainer_checks_the_arity_of_a_dataflow_at_construction(session):
+def test_trainer_and_evaluator_check_the_arity_of_a_dataflow_at_construction(session):
     ph = v1.placeholder(tf.float32, [None])
     flow = spt.DataFlow.arrays([np.zeros(4), np.zeros(4)], batch_size=2)
-    loop = spt.TrainLoop(max_step=1)
-    with pytest.raises(ValueError, match=re.escape(
-            '`inputs` has 1 placeholders but the batches of `data_flow` hold 2 arrays')):
-        spt.Trainer(loop, tf.no_op(), [ph], flow)
+    for make in (lambda loop: spt.Trainer(loop, tf.no_op(), [ph], flow),
+                 lambda loop: spt.Evaluator(loop, tf.reduce_mean(ph), [ph], flow)):
+        with pytest.raises(ValueError, match=re.escape(
+                '`inputs` has 1 placeholders but the batches of `data_flow` hold 2 arrays')):
+            make(spt.TrainLoop(max_step=1))
 
 
 def test_run_without_a_session_fails_after_before_execution():
@@ -347,14 +348,6 @@ def test_evaluator_rejects_a_non_scalar_tensor(session):
     loop = spt.TrainLoop(max_epoch=1)
     with pytest.raises(ValueError, match=re.escape("Metric is not a scalar tensor: 'v' is ")):
         spt.Evaluator(loop, {'v': ph * 2.}, [ph], vector_batches([1.]))
-
-
-def test_evaluator_checks_the_arity_of_a_dataflow(session):
-    ph = v1.placeholder(tf.float32, [None])
-    flow = spt.DataFlow.arrays([np.zeros(4), np.zeros(4)], batch_size=2)
-    with pytest.raises(ValueError, match=re.escape(
-            '`inputs` has 1 placeholders but the batches of `data_flow` hold 2 arrays')):
-        spt.Evaluator(spt.TrainLoop(max_epoch=1), tf.reduce_mean(ph), [ph], flow)
 
 
 def test_evaluator_requires_inputs_with_graph_metrics(session):
