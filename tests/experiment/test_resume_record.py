@@ -25,7 +25,7 @@ def train(exp, clock, lines=None, style=None):
     `style`: the TF style of ``w`` and its update (eager without one)."""
     if style is None:
         w = tf.Variable(tf.zeros([exp.config.hidden]), name='w')
-        step = lambda: w.assign_add(tf.ones_like(w))   # noqa: E731
+        step = lambda: w.assign_add(tf.ones_like(w))
     else:
         w = style.variable([0.] * exp.config.hidden, 'w')
         step = style.updater(w, [1.] * exp.config.hidden)
@@ -60,11 +60,10 @@ def test_a_failed_resume_leaves_the_run_as_it_was_and_names_the_saved_value(
     assert 'lr-0.001/config.json' in before['files']
 
     # the checkpoint cannot take hidden=3: the loop's restore fails
-    with pytest.raises(ValueError, match="shape") as info, style.new_run():
-        with spt.Experiment(NetConfig, root=tmp_path,
-                            args=['--resume', 'lr-0.001', '--hidden', '3',
-                                  '--max_epoch', '2']) as exp:
-            train(exp, fake_clock, style=style)
+    with pytest.raises(ValueError, match="shape") as info, style.new_run(), spt.Experiment(
+            NetConfig, root=tmp_path,
+            args=['--resume', 'lr-0.001', '--hidden', '3', '--max_epoch', '2']) as exp:
+        train(exp, fake_clock, style=style)
     notes = ' '.join(getattr(info.value, '__notes__', []))
     assert "run 'lr-0.001' failed before the loop restored its checkpoint: the run is left as it was" in notes
     assert 'hidden: 2 -> 3' in notes and '(--hidden 2 --max_epoch 1)' in notes
