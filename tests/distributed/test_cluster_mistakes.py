@@ -25,12 +25,15 @@ def two_workers(task_type: str = 'worker', index: int = 1) -> str:
                        'task': {'type': task_type, 'index': index}})
 
 
-def run_loop(variables: list[tf.Variable], **kwargs: object) -> list[str]:
+def run_loop(variables: list[tf.Variable], step=None, **kwargs: object) -> list[str]:
+    """One epoch of two steps, each calling `step` (if given); the lines printed."""
     lines: list[str] = []
     with spt.TrainLoop(variables, max_epoch=1, show_eta=False, print_func=lines.append,
                        **kwargs) as loop:
         for _ in loop.iter_epochs():
             for _ in loop.iter_steps(range(2)):
+                if step is not None:
+                    step()
                 loop.collect_metrics(loss=1.)
             loop.print_logs()
     return lines
@@ -58,10 +61,10 @@ def test_variables_of_a_multi_worker_strategy_without_strategy_are_refused(alone
     assert run_loop([w, b], strategy=strategy)[-1].startswith('[Step 2] epoch time')
 
 
-def test_variables_of_another_strategy_without_strategy_warn(alone):
+def test_variables_of_another_strategy_without_strategy_warn(style, alone):
     strategy = tf.distribute.MirroredStrategy(['/cpu:0'])
     with strategy.scope():
-        w = tf.Variable(0., name='mirrored_w')
+        w = style.variable(0., 'mirrored_w')
     with pytest.warns(RuntimeWarning, match=re.escape(
             "`param_vars` holds variables created in the scope of a MirroredStrategy (1 of 1: "
             "'mirrored_w'), but the TrainLoop has no strategy: it would neither split the "
@@ -69,11 +72,11 @@ def test_variables_of_another_strategy_without_strategy_warn(alone):
         run_loop([w])
 
 
-def test_no_strategy_under_two_workers_warns_once_per_process(alone):
+def test_no_strategy_under_two_workers_warns_once_per_process(style, alone):
     alone.setenv('TF_CONFIG', two_workers('worker', 1))
-    w = tf.Variable(0.)
+    w = style.variable(0., 'w')
     with pytest.warns(RuntimeWarning) as record:
-        lines = run_loop([w])
+        lines = run_loop([w], style.updater(w, 1.))
     messages = [str(r.message) for r in record if r.category is RuntimeWarning]
     assert messages == [
         'This process is worker 1 of 2 workers (from tf_config) but the TrainLoop has no '
@@ -83,6 +86,7 @@ def test_no_strategy_under_two_workers_warns_once_per_process(alone):
         'and pass `strategy=` to the TrainLoop (see the "Several processes" section of the '
         'distributed training guide)']
     assert lines[-1].startswith('[Step 2] epoch time')   # it still trains
+    assert style.value(w) == 2.
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         run_loop([w])                             # once per process

@@ -190,34 +190,38 @@ def test_the_backend_warns_of_a_dropped_remainder_and_of_another_seed_than_the_c
 
 
 # ------------------------------------------------------------------ a TrainLoop
-def train_rows(strategy, flow, checkpoint_dir, stop_at=None):
+def train_rows(style, strategy, flow, checkpoint_dir, stop_at=None):
     """The rows of each step of a TrainLoop of 3 epochs (checkpoints every 3 steps),
-    interrupted after step `stop_at`."""
+    interrupted after step `stop_at`; a new run of the program in `style`."""
     seen = []
-    with (strategy or tf.distribute.get_strategy()).scope():
-        v = tf.Variable(0.)
-    try:
-        with spt.TrainLoop([v], max_epoch=3, strategy=strategy, print_func=lambda line: None,
-                           checkpoint_dir=str(checkpoint_dir), checkpoint_step_freq=3) as loop:
-            for _ in loop.iter_epochs():
-                for step, batch in loop.iter_steps(flow):
-                    seen.append(rows(batch))
-                    if step == stop_at:
-                        raise KeyboardInterrupt()
-    except KeyboardInterrupt:
-        pass
+    with style.new_run():
+        with (strategy or tf.distribute.get_strategy()).scope():
+            v = style.variable(0., 'v')
+        try:
+            with spt.TrainLoop([v], max_epoch=3, strategy=strategy,
+                               print_func=lambda line: None, checkpoint_step_freq=3,
+                               checkpoint_dir=str(checkpoint_dir)) as loop:
+                for _ in loop.iter_epochs():
+                    for step, batch in loop.iter_steps(flow):
+                        seen.append(rows(batch))
+                        if step == stop_at:
+                            raise KeyboardInterrupt()
+        except KeyboardInterrupt:
+            pass
     return seen
 
 
-def test_a_loop_saved_without_a_strategy_resumes_under_one_with_the_same_rows(tmp_path):
+def test_a_loop_saved_with_or_without_a_strategy_resumes_on_the_other_with_the_same_rows(
+        style, tmp_path):
     strategy = tf.distribute.OneDeviceStrategy('/cpu:0')
-    expected = train_rows(None, alone(), tmp_path / 'whole')
+    expected = train_rows(style, None, alone(), tmp_path / 'whole')
     assert expected == reference(3)
-    assert train_rows(strategy, alone(), tmp_path / 'sharded') == expected
-    before = train_rows(None, alone(), tmp_path / 'cut', stop_at=10)   # saved at step 9
-    after = train_rows(strategy, alone(), tmp_path / 'cut')
-    assert len(before) == 10 and len(after) == len(expected) - 9
-    assert before[:9] + after == expected
+    assert train_rows(style, strategy, alone(), tmp_path / 'sharded') == expected
+    for name, first, then in (('a', None, strategy), ('b', strategy, None)):
+        before = train_rows(style, first, alone(), tmp_path / name, stop_at=10)  # saved at 9
+        after = train_rows(style, then, alone(), tmp_path / name)
+        assert len(before) == 10 and len(after) == len(expected) - 9
+        assert before[:9] + after == expected
 
 
 # ------------------------------------------------------------------ the digits MLP

@@ -20,17 +20,24 @@ class NetConfig(spt.Config):
     max_epoch = 1
 
 
-def train(exp, clock, lines=None):
-    w = tf.Variable(tf.zeros([exp.config.hidden]), name='w')
+def train(exp, clock, lines=None, style=None):
+    """Two epochs of two steps adding 1 to ``w``; its values at the end (a list).
+    `style`: the TF style of ``w`` and its update (eager without one)."""
+    if style is None:
+        w = tf.Variable(tf.zeros([exp.config.hidden]), name='w')
+        step = lambda: w.assign_add(tf.ones_like(w))
+    else:
+        w = style.variable([0.] * exp.config.hidden, 'w')
+        step = style.updater(w, [1.] * exp.config.hidden)
     with spt.TrainLoop([w], max_epoch=exp.config.max_epoch, clock=clock,
                        print_func=(lines if lines is not None else []).append) as loop:
         for _ in loop.iter_epochs():
             for _ in loop.iter_steps(range(2)):
-                w.assign_add(tf.ones_like(w))
+                step()
                 loop.collect_metrics(loss=1.)
             loop.collect_metrics(valid_loss=1. / loop.epoch)
             loop.print_logs()
-    return w
+        return (w.numpy() if style is None else style.value(w)).tolist()
 
 
 def record_of(root: Path) -> dict[str, object]:
@@ -45,28 +52,28 @@ def record_of(root: Path) -> dict[str, object]:
 
 
 def test_a_failed_resume_leaves_the_run_as_it_was_and_names_the_saved_value(
-        tmp_path, fake_clock):
-    with spt.Experiment(NetConfig, root=tmp_path, name='lr-0.001', args=[]) as exp:
-        train(exp, fake_clock)
+        style, tmp_path, fake_clock):
+    with style.new_run(), spt.Experiment(NetConfig, root=tmp_path, name='lr-0.001',
+                                         args=[]) as exp:
+        train(exp, fake_clock, style=style)
     before = record_of(tmp_path)
     assert 'lr-0.001/config.json' in before['files']
 
     # the checkpoint cannot take hidden=3: the loop's restore fails
-    with pytest.raises(ValueError, match="shape") as info:
-        with spt.Experiment(NetConfig, root=tmp_path,
-                            args=['--resume', 'lr-0.001', '--hidden', '3',
-                                  '--max_epoch', '2']) as exp:
-            train(exp, fake_clock)
+    with pytest.raises(ValueError, match="shape") as info, style.new_run(), spt.Experiment(
+            NetConfig, root=tmp_path,
+            args=['--resume', 'lr-0.001', '--hidden', '3', '--max_epoch', '2']) as exp:
+        train(exp, fake_clock, style=style)
     notes = ' '.join(getattr(info.value, '__notes__', []))
     assert "run 'lr-0.001' failed before the loop restored its checkpoint: the run is left as it was" in notes
     assert 'hidden: 2 -> 3' in notes and '(--hidden 2 --max_epoch 1)' in notes
     assert record_of(tmp_path) == before   # files and store rows byte-identical
 
     # the plain resume still works, and is recorded
-    with spt.Experiment(NetConfig, root=tmp_path,
-                        args=['--resume', 'lr-0.001', '--max_epoch', '2']) as exp:
-        w = train(exp, fake_clock)
-    assert w.numpy().tolist() == [4., 4.]
+    with style.new_run(), spt.Experiment(NetConfig, root=tmp_path,
+                                         args=['--resume', 'lr-0.001', '--max_epoch', '2']) as exp:
+        w = train(exp, fake_clock, style=style)
+    assert w == [4., 4.]
     run = json.loads((tmp_path / 'lr-0.001' / 'run.json').read_text())
     assert run['status'] == 'completed' and len(run['starts']) == 2
     assert json.loads((tmp_path / 'lr-0.001' / 'config.json').read_text())['max_epoch'] == 2

@@ -387,14 +387,3 @@ def test_summary_writer_keeps_the_run_metadata_of_a_session_run(tmp_path, sessio
     assert [m.tag for m in tagged] == ['step_1']
     assert v1.RunMetadata.FromString(tagged[0].run_metadata).step_stats.dev_stats
     assert [e.session_log.status for e in events if e.HasField('session_log')] == [1]
-
-
-def test_a_flow_with_fewer_rows_than_a_skipped_incomplete_batch_is_empty():
-    lines = []
-    flow = spt.DataFlow.arrays([np.arange(4)], 5, skip_incomplete=True)
-    assert list(flow) == []
-    with pytest.warns(UserWarning, match='Epoch 1 got no step'):
-        with spt.TrainLoop([], max_epoch=1, show_eta=False, print_func=lines.append) as loop:
-            for _ in loop.iter_epochs():
-                assert list(loop.iter_steps(flow)) == []
-    assert any(line.startswith('Epoch 1 got no step') for line in lines)

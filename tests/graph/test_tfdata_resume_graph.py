@@ -1,6 +1,6 @@
 """A ``tf.data.Dataset`` given to ``iter_steps`` in TF1 graph code resumes exactly.
 
-The twins of tests/scaffold/test_tfdata_resume.py.  In graph mode the loop
+What is graph-only (the rest runs in both styles in tests/scaffold/test_tfdata_resume.py).  In graph mode the loop
 reads a Dataset through an initializable iterator whose state a
 ``tf.compat.v1.train.Saver`` saves; each run builds its own graph and
 session, as a new process would.  An initializable iterator restarts its
@@ -29,13 +29,6 @@ def unseeded():
 
 def seeded():
     return tf.data.Dataset.range(ROWS).shuffle(ROWS, seed=3).batch(BATCH)
-
-
-def generated():
-    def rows():
-        yield from range(ROWS)
-    return tf.data.Dataset.from_generator(
-        rows, output_signature=tf.TensorSpec((), tf.int64)).batch(BATCH)
 
 
 def run(root, data, lines=None, stop_at=None, seen=None, max_epoch=2, **kwargs):
@@ -80,22 +73,6 @@ def test_a_seeded_graph_pipeline_matches_an_uninterrupted_run(tmp_path):
         run(tmp_path, seeded, stop_at=STEPS + 2, seen=first)
     rest = run(tmp_path, seeded)
     assert first[:STEPS + 1] + rest == reference
-
-
-def test_a_generator_pipeline_is_reported_and_resumes_by_skipping(tmp_path):
-    first, lines = [], []
-    with pytest.warns(UserWarning, match='cannot be saved in checkpoints'):
-        with pytest.raises(KeyboardInterrupt):
-            run(tmp_path, generated, lines, stop_at=3, seen=first)
-    assert sum('cannot be saved in checkpoints' in line for line in lines) == 1
-    lines = []
-    with pytest.warns(UserWarning) as warned:
-        rest = run(tmp_path, generated, lines)
-    assert str(warned[0].message).startswith(
-        'Resuming epoch 1 of a `tf.data.Dataset` after 2 steps: its iterator could not be '
-        'saved, so its first 2 batches are skipped')
-    ordered = [list(range(i, i + BATCH)) for i in range(0, ROWS, BATCH)]
-    assert first[:2] + rest == ordered * 2
 
 
 def test_a_finalized_graph_is_refused_with_how_to_fix_it(session, graph):

@@ -20,12 +20,6 @@ from tests.helpers import read_scalars
 
 v1 = tf.compat.v1
 
-LOOP_KEYS = (
-    EventKeys.ENTER_LOOP, EventKeys.EXIT_LOOP, EventKeys.BEFORE_EPOCH, EventKeys.AFTER_EPOCH,
-    EventKeys.BEFORE_STEP, EventKeys.AFTER_STEP, EventKeys.METRICS_COLLECTED,
-    EventKeys.TIME_METRICS_COLLECTED, EventKeys.METRIC_STATS_PRINTED,
-    EventKeys.TIME_METRIC_STATS_PRINTED, EventKeys.SUMMARY_ADDED,
-)
 TRAINER_KEYS = (
     EventKeys.BEFORE_EXECUTION, EventKeys.AFTER_EXECUTION, EventKeys.BEFORE_EPOCH,
     EventKeys.AFTER_EPOCH, EventKeys.BEFORE_STEP, EventKeys.AFTER_STEP,
@@ -41,12 +35,7 @@ def record(events, prefix, keys, log):
             detail = None
             if payload:
                 (data,) = payload
-                if key in (EventKeys.METRIC_STATS_PRINTED, EventKeys.TIME_METRIC_STATS_PRINTED):
-                    detail = {name: c.counter for name, c in data.items() if c.has_value}
-                elif key == EventKeys.SUMMARY_ADDED:
-                    detail = 'summary'
-                else:
-                    detail = sorted(data)
+                detail = sorted(data)
             log.append((f'{prefix}:{key.name}', detail))
         return handler
 
@@ -281,13 +270,14 @@ def test_trainer_checks_the_batch_arity_of_a_plain_iterable(session):
             trainer.run()
 
 
-def test_trainer_checks_the_arity_of_a_dataflow_at_construction(session):
+def test_trainer_and_evaluator_check_the_arity_of_a_dataflow_at_construction(session):
     ph = v1.placeholder(tf.float32, [None])
     flow = spt.DataFlow.arrays([np.zeros(4), np.zeros(4)], batch_size=2)
-    loop = spt.TrainLoop(max_step=1)
-    with pytest.raises(ValueError, match=re.escape(
-            '`inputs` has 1 placeholders but the batches of `data_flow` hold 2 arrays')):
-        spt.Trainer(loop, tf.no_op(), [ph], flow)
+    for make in (lambda loop: spt.Trainer(loop, tf.no_op(), [ph], flow),
+                 lambda loop: spt.Evaluator(loop, tf.reduce_mean(ph), [ph], flow)):
+        with pytest.raises(ValueError, match=re.escape(
+                '`inputs` has 1 placeholders but the batches of `data_flow` hold 2 arrays')):
+            make(spt.TrainLoop(max_step=1))
 
 
 def test_run_without_a_session_fails_after_before_execution():
@@ -329,60 +319,6 @@ def test_run_without_initialization_fails_on_uninitialized_variables(session):
     assert spt.utils.get_uninitialized_variables([other]) == [other]
 
 
-def test_ensure_variables_initialized_helper(session):
-    a = v1.get_variable('a', initializer=1.)
-    b = v1.get_variable('b', initializer=2.)
-    spt.utils.ensure_variables_initialized([a])
-    assert spt.utils.get_uninitialized_variables() == [b]
-    session.run(a.assign(3.))
-    spt.utils.ensure_variables_initialized()
-    assert session.run([a, b]) == [3., 2.]
-
-
-# ------------------------------------------------------------ event order
-def test_full_event_sequence_with_summaries_and_an_evaluator(session, tmp_path, fake_clock):
-    """The timeline of API.md section 11, loop and trainer events together."""
-    ph = v1.placeholder(tf.float32, [None])
-    summary = v1.summary.scalar('x', tf.reduce_sum(ph))
-    log = []
-    loop = spt.TrainLoop(max_epoch=2, summary_dir=str(tmp_path), show_eta=False,
-                         clock=fake_clock, print_func=lambda line: log.append(('PRINT',
-                                                                               tag_of(line))))
-    record(loop.events, 'L', LOOP_KEYS, log)
-    trainer = spt.Trainer(loop, tf.no_op(), [ph], vector_batches([1.], [2.]),
-                          metrics={'loss': tf.reduce_sum(ph)}, summaries=summary)
-    evaluator = spt.Evaluator(loop, tf.reduce_mean(ph), [ph], vector_batches([3.]))
-    record(trainer.events, 'T', TRAINER_KEYS, log)
-    record(evaluator.events, 'E', (EventKeys.BEFORE_EXECUTION, EventKeys.AFTER_EXECUTION), log)
-    trainer.evaluate_after_epochs(evaluator, 1)
-    trainer.log_after_epochs(1)
-    with loop:
-        trainer.run()
-
-    def one_step():
-        return [('L:BEFORE_STEP', None), ('T:BEFORE_STEP', None),
-                ('L:METRICS_COLLECTED', ['loss']), ('L:SUMMARY_ADDED', 'summary'),
-                ('T:STEP_EVALUATION', None), ('T:STEP_ANNEALING', None),
-                ('T:STEP_LOGGING', None), ('T:AFTER_STEP', None), ('L:AFTER_STEP', None),
-                ('L:TIME_METRICS_COLLECTED', ['step_time'])]
-
-    def one_epoch(epoch):
-        return ([('L:BEFORE_EPOCH', None), ('T:BEFORE_EPOCH', None)] + one_step() * 2 +
-                [('T:EPOCH_EVALUATION', None), ('E:BEFORE_EXECUTION', None),
-                 ('L:METRICS_COLLECTED', ['valid_loss']), ('E:AFTER_EXECUTION', None),
-                 ('L:TIME_METRICS_COLLECTED', ['eval_time']),
-                 ('T:EPOCH_ANNEALING', None), ('T:EPOCH_LOGGING', None),
-                 ('L:TIME_METRICS_COLLECTED', ['epoch_time']),
-                 ('PRINT', f'[Epoch {epoch}/2, Step {2 * epoch}]'),
-                 ('L:METRIC_STATS_PRINTED', {'loss': 2, 'valid_loss': 1}),
-                 ('L:TIME_METRIC_STATS_PRINTED', {'epoch_time': 1, 'eval_time': 1,
-                                                  'step_time': 2}),
-                 ('T:AFTER_EPOCH', None), ('L:AFTER_EPOCH', None)])
-
-    assert log == ([('L:ENTER_LOOP', None), ('T:BEFORE_EXECUTION', None)] + one_epoch(1) +
-                   one_epoch(2) + [('T:AFTER_EXECUTION', None), ('L:EXIT_LOOP', None)])
-
-
 # ------------------------------------------------------------ Evaluator
 def test_evaluator_single_tensor_metric_and_per_run_feed_dict(session, fake_clock):
     ph = v1.placeholder(tf.float32, [None])
@@ -412,14 +348,6 @@ def test_evaluator_rejects_a_non_scalar_tensor(session):
     loop = spt.TrainLoop(max_epoch=1)
     with pytest.raises(ValueError, match=re.escape("Metric is not a scalar tensor: 'v' is ")):
         spt.Evaluator(loop, {'v': ph * 2.}, [ph], vector_batches([1.]))
-
-
-def test_evaluator_checks_the_arity_of_a_dataflow(session):
-    ph = v1.placeholder(tf.float32, [None])
-    flow = spt.DataFlow.arrays([np.zeros(4), np.zeros(4)], batch_size=2)
-    with pytest.raises(ValueError, match=re.escape(
-            '`inputs` has 1 placeholders but the batches of `data_flow` hold 2 arrays')):
-        spt.Evaluator(spt.TrainLoop(max_epoch=1), tf.reduce_mean(ph), [ph], flow)
 
 
 def test_evaluator_requires_inputs_with_graph_metrics(session):

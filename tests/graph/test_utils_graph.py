@@ -46,60 +46,35 @@ def test_create_session_returns_a_working_session_on_the_default_graph(graph):
         sess.close()
 
 
-def test_create_session_lock_memory_true_keeps_tf_defaults():
-    sess = create_session(lock_memory=True)
+@pytest.mark.parametrize('kwargs, expected', [
+    ({'lock_memory': True}, {'allow_growth': False, 'fraction': 0., 'allow_soft_placement': True,
+                             'log_device_placement': False}),   # TF's defaults
+    ({'lock_memory': False}, {'allow_growth': True, 'fraction': 0.}),
+    ({'lock_memory': .5}, {'allow_growth': False, 'fraction': .5}),
+    ({'log_device_placement': True, 'allow_soft_placement': False,
+      'inter_op_parallelism_threads': 2},   # passed on to the ConfigProto
+     {'log_device_placement': True, 'allow_soft_placement': False,
+      'inter_op_parallelism_threads': 2}),
+])
+def test_create_session_config(kwargs, expected):
+    sess = create_session(**kwargs)
     try:
         config = session_config(sess)
-        assert not config.gpu_options.allow_growth
-        assert config.gpu_options.per_process_gpu_memory_fraction == 0.
-        assert config.allow_soft_placement
-        assert not config.log_device_placement
+        got = {'allow_growth': config.gpu_options.allow_growth,
+               'fraction': config.gpu_options.per_process_gpu_memory_fraction,
+               'allow_soft_placement': config.allow_soft_placement,
+               'log_device_placement': config.log_device_placement,
+               'inter_op_parallelism_threads': config.inter_op_parallelism_threads}
+        assert {k: got[k] for k in expected} == pytest.approx(expected)
     finally:
         sess.close()
 
 
-def test_create_session_lock_memory_false_allows_growth():
-    sess = create_session(lock_memory=False)
-    try:
-        config = session_config(sess)
-        assert config.gpu_options.allow_growth
-        assert config.gpu_options.per_process_gpu_memory_fraction == 0.
-    finally:
-        sess.close()
-
-
-def test_create_session_lock_memory_float_sets_memory_fraction():
-    sess = create_session(lock_memory=.5)
-    try:
-        config = session_config(sess)
-        assert config.gpu_options.per_process_gpu_memory_fraction == pytest.approx(.5)
-        assert not config.gpu_options.allow_growth
-    finally:
-        sess.close()
-
-
-def test_create_session_passes_options_to_config_proto():
-    sess = create_session(log_device_placement=True, allow_soft_placement=False,
-                          inter_op_parallelism_threads=2)
-    try:
-        config = session_config(sess)
-        assert config.log_device_placement
-        assert not config.allow_soft_placement
-        assert config.inter_op_parallelism_threads == 2
-    finally:
-        sess.close()
-
-
-def test_create_session_lock_memory_int_raises():
+@pytest.mark.parametrize('value', [1, None])
+def test_create_session_lock_memory_of_another_type_raises(value):
     with pytest.raises(TypeError, match='^' + re.escape(
-            '`lock_memory` must be True, False or float, got 1') + '$'):
-        create_session(lock_memory=1)
-
-
-def test_create_session_lock_memory_none_raises():
-    with pytest.raises(TypeError, match='^' + re.escape(
-            '`lock_memory` must be True, False or float, got None') + '$'):
-        create_session(lock_memory=None)
+            f'`lock_memory` must be True, False or float, got {value}') + '$'):
+        create_session(lock_memory=value)
 
 
 # ------------------------------------------------ get_default_session_or_error
@@ -124,32 +99,15 @@ def test_graph_variables_are_variables_with_names_and_shapes():
 
 
 # ------------------------------------------------- get_uninitialized_variables
-def test_get_uninitialized_variables_of_all_global_variables(session):
+def test_get_uninitialized_variables_of_all_a_list_or_a_dict(session):
     a = get_var('a', 1.)
     b = get_var('b', 2.)
     c = get_var('c', 3.)
     session.run(b.initializer)
     assert get_uninitialized_variables() == [a, c]
-
-
-def test_get_uninitialized_variables_keeps_the_given_order(session):
-    a = get_var('a', 1.)
-    b = get_var('b', 2.)
-    c = get_var('c', 3.)
-    session.run(a.initializer)
-    assert get_uninitialized_variables([c, a, b]) == [c, b]
-
-
-def test_get_uninitialized_variables_of_a_dict(session):
-    a = get_var('a', 1.)
-    b = get_var('b', 2.)
-    session.run(b.initializer)
+    assert get_uninitialized_variables([c, a, b]) == [c, a]     # in the given order
     assert get_uninitialized_variables({'x': b, 'y': a}) == [a]
-
-
-def test_get_uninitialized_variables_when_all_are_initialized(session):
-    a = get_var('a', 1.)
-    session.run(a.initializer)
+    session.run([a.initializer, c.initializer])
     assert get_uninitialized_variables() == []
     assert get_uninitialized_variables([]) == []
 
@@ -217,37 +175,22 @@ def scoped_variables():
     return {'a': a, 'b': b, 'c': c, 'd': d, 'e': e, 'child_scope': child_scope}
 
 
-def test_get_variables_as_dict_of_all_variables(scoped_variables):
-    v = scoped_variables
-    expected = {'a': v['a'], 'child/b': v['b'], 'child/c': v['c'], 'child/sub/e': v['e'],
-                'child2/d': v['d']}
-    assert get_variables_as_dict() == expected
-    assert get_variables_as_dict('') == expected
+ALL = {'a': 'a', 'child/b': 'b', 'child/c': 'c', 'child/sub/e': 'e', 'child2/d': 'd'}
+CHILD = {'b': 'b', 'c': 'c', 'sub/e': 'e'}
 
 
-@pytest.mark.parametrize('scope', ['child', 'child/'])
-def test_get_variables_as_dict_of_scope_name_excludes_similar_prefix(scoped_variables, scope):
-    v = scoped_variables
-    assert get_variables_as_dict(scope) == {'b': v['b'], 'c': v['c'], 'sub/e': v['e']}
-
-
-def test_get_variables_as_dict_of_nested_scope(scoped_variables):
-    assert get_variables_as_dict('child/sub') == {'e': scoped_variables['e']}
-
-
-def test_get_variables_as_dict_of_variable_scope_object(scoped_variables):
-    v = scoped_variables
-    assert get_variables_as_dict(v['child_scope']) == {'b': v['b'], 'c': v['c'], 'sub/e': v['e']}
-
-
-def test_get_variables_as_dict_of_other_collection(scoped_variables):
-    v = scoped_variables
-    assert get_variables_as_dict('child', collection=v1.GraphKeys.TRAINABLE_VARIABLES) == \
-        {'b': v['b'], 'sub/e': v['e']}
-
-
-def test_get_variables_as_dict_of_unknown_scope_is_empty(scoped_variables):
-    assert get_variables_as_dict('nothing') == {}
+@pytest.mark.parametrize('args, expected', [
+    ((), ALL), (('',), ALL),
+    (('child',), CHILD), (('child/',), CHILD),          # not child2's
+    (('child/sub',), {'e': 'e'}),
+    (('child_scope',), CHILD),                          # the VariableScope object
+    (('child', v1.GraphKeys.TRAINABLE_VARIABLES), {'b': 'b', 'sub/e': 'e'}),
+    (('nothing',), {}),
+])
+def test_get_variables_as_dict(scoped_variables, args, expected):
+    if args == ('child_scope',):
+        args = (scoped_variables['child_scope'],)
+    assert get_variables_as_dict(*args) == {k: scoped_variables[v] for k, v in expected.items()}
 
 
 # -------------------------------------------------------- summarize_variables

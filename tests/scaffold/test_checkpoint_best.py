@@ -4,8 +4,8 @@ A "run" trains a one-layer Keras model whose kernel gains 1 per step (two
 steps per epoch), and collects the validation loss of the table it is
 given at the end of each epoch, so the kernel of the best epoch is known
 by hand: ``2 * epoch``.  The tests taking ``style`` train a vector ``w``
-(3 values) the same way in both TF styles (`run_vector`); tests/graph/
-test_checkpoint_best_graph.py has the graph-only export.  The store-level tests (pinning, retention,
+(3 values) the same way in both TF styles (`run_vector`); the export is a
+TF1 checkpoint directory in graph style.  The store-level tests (pinning, retention,
 recovery, a kill at every point of a pin) need no TensorFlow.
 """
 
@@ -202,24 +202,56 @@ def test_export_best_at_the_end_reads_back_into_a_fresh_model(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ['best.weights.h5', 'run']   # no temporary left
 
 
-def test_export_best_inside_a_checkpoint_dir_the_loop_creates(tmp_path):
+def export_target(style, folder, name='best'):
+    """Where `export_best` writes: a Keras weights file in eager style, a TF1
+    checkpoint directory in graph style."""
+    return str(folder / name) if style.is_graph else str(folder / f'{name}.weights.h5')
+
+
+def read_export(style, target):
+    """``w`` read back from an export by `spt.warm_start`, in a new run."""
+    with style.new_run():
+        w = style.variable(np.zeros(3), 'w')
+        assert spt.warm_start(target, [w], print_func=None).restored == ['w']
+        return style.value(w).tolist()
+
+
+def test_export_best_is_read_back_and_a_second_export_replaces_it(style, tmp_path):
+    import tensorflow as tf
+    lines = []
+    target = export_target(style, tmp_path)
+    final, _ = run_vector(style, tmp_path / 'run', VALID, 6, lines=lines,
+                          checkpoint_max_to_keep=1, export_best=target)
+    assert final.tolist() == [12.] * 3                # the variables keep their values
+    assert lines[-1] == f'Exported the best weights (valid_loss = 0.2, epoch 2, step 4) to {target}'
+    assert read_export(style, target) == [4.] * 3
+    if style.is_graph:                                # a TF1 checkpoint of `param_vars` only
+        assert [name for name, _ in tf.train.list_variables(target)] == ['w']
+    run_vector(style, tmp_path / 'run', {7: 0.05}, 7, export_best=target)
+    assert read_export(style, target) == [14.] * 3
+    left = os.listdir(target if style.is_graph else tmp_path)
+    assert not [n for n in left if n.startswith('.tmp-')]
+    if style.is_graph:
+        assert len([n for n in left if n.endswith('.index')]) == 1
+
+
+def test_export_best_inside_a_checkpoint_dir_the_loop_creates(style, tmp_path):
     # the checkpoint guide's example, in a fresh folder: `run` does not exist yet
-    target = tmp_path / 'run' / 'best' / 'model.weights.h5'
-    run(tmp_path / 'run', VALID, 6, export_best=str(target))
-    fresh = new_model()
-    fresh.load_weights(str(target))
-    np.testing.assert_array_equal(kernel(fresh), np.full((2, 1), 4.))
+    target = export_target(style, tmp_path / 'run' / 'best', 'model')
+    if style.is_graph:
+        target = str(tmp_path / 'run' / 'best')
+    run_vector(style, tmp_path / 'run', VALID, 6, export_best=target)
+    assert read_export(style, target) == [4.] * 3
     with pytest.raises(ValueError, match='is in a directory that does not exist'):
-        run(tmp_path / 'other', VALID, 1, export_best=str(tmp_path / 'no' / 'x.weights.h5'))
+        run_vector(style, tmp_path / 'other', VALID, 1,
+                   export_best=export_target(style, tmp_path / 'no'))
 
 
-def test_export_with_early_stopping_equals_the_restored_weights(tmp_path):
-    target = tmp_path / 'best.weights.h5'
-    model = run(tmp_path / 'run', VALID, 6, early_stopping=True, export_best=str(target))
-    fresh = new_model()
-    fresh.load_weights(str(target))
-    np.testing.assert_array_equal(kernel(fresh), kernel(model))
-    np.testing.assert_array_equal(kernel(fresh), np.full((2, 1), 4.))
+def test_export_with_early_stopping_equals_the_restored_weights(style, tmp_path):
+    target = export_target(style, tmp_path)
+    final, _ = run_vector(style, tmp_path / 'run', VALID, 6, early_stopping=True,
+                          export_best=target)
+    assert final.tolist() == read_export(style, target) == [4.] * 3
 
 
 def test_export_of_variables_by_name_is_read_back_by_warm_start(tmp_path):

@@ -1,7 +1,6 @@
 """Host memory of early stopping and asynchronous checkpoints (issue 24).
 
-The tests taking ``style`` run in both TF styles (a `Model` of the style);
-tests/graph/test_host_memory_graph.py has the graph-only copy by pieces.
+The tests taking ``style`` run in both TF styles (a `Model` of the style).
 
 The early-stopping snapshot and the buffers of asynchronous saves are host
 buffers allocated once per loop (counted by ``HostBuffers.allocations``),
@@ -160,15 +159,24 @@ def test_freeze_state_lends_host_buffers_and_copies_the_rest():
     assert again[0] is snapshot[0] and np.all(again[0] == 3.)
 
 
-def test_assign_writes_in_place_by_pieces():
-    var = tf.Variable(tf.zeros([BIG]))
-    matrix = tf.Variable(tf.zeros([3, 2]))
-    scalar = tf.Variable(0.)
-    values = [np.arange(BIG, dtype=np.float32), np.ones([3, 2], np.float32),
-              np.float32(7.)]
-    HostBuffers.assign([var, matrix, scalar], values)
-    np.testing.assert_array_equal(var.numpy(), values[0])
-    np.testing.assert_array_equal(matrix.numpy(), values[1])
-    assert scalar.numpy() == 7.
+def test_copy_and_assign_by_pieces(style):
+    var = style.variable(np.arange(BIG, dtype=np.float32), 'w')
+    matrix = style.variable(np.ones([3, 2], np.float32), 'm')
+    scalar = style.variable(0., 's')
+    variables = [var, matrix, scalar]
+    buffers = HostBuffers()
+    if style.is_graph:
+        buffers.prepare(variables)        # the ops reading `var` by pieces
+    copied = buffers.copy(variables, style.session)
+    np.testing.assert_array_equal(copied[0], np.arange(BIG, dtype=np.float32))
+    np.testing.assert_array_equal(copied[1], np.ones([3, 2]))
+    assert copied[2] == 0.
+    copied[0][:] = 5.
+    values = [copied[0], np.full([3, 2], 2., np.float32), np.float32(7.)]
+    HostBuffers.assign(variables, values, style.session)
+    assert np.all(style.value(var) == 5.)
+    np.testing.assert_array_equal(style.value(matrix), values[1])
+    assert style.value(scalar) == 7.
+    assert buffers.copy(variables, style.session)[0] is copied[0]   # written in place
     with pytest.raises(ValueError, match='2 values given for 3 variables'):
-        HostBuffers.assign([var, matrix, scalar], values[:2])
+        HostBuffers.assign(variables, values[:2], style.session)

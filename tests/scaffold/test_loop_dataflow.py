@@ -121,6 +121,19 @@ def test_max_step_in_the_middle_of_an_epoch():
     assert [b[0].tolist() for b in flow] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11]]
 
 
+def test_a_flow_with_fewer_rows_than_a_skipped_incomplete_batch_is_empty():
+    lines = []
+    flow = spt.DataFlow.arrays([np.arange(4)], 5, skip_incomplete=True)
+    assert list(flow) == []
+    steps = []
+    with pytest.warns(UserWarning, match='Epoch 1 got no step'), spt.TrainLoop(
+            [], max_epoch=1, show_eta=False, print_func=lines.append) as loop:
+        for _ in loop.iter_epochs():
+            steps.extend(loop.iter_steps(flow))
+    assert steps == []
+    assert any(line.startswith('Epoch 1 got no step') for line in lines)
+
+
 def test_threaded_flow_in_a_loop():
     before = threading.active_count()
     flow = shuffled_flow().threaded(2)

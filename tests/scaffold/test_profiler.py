@@ -1,9 +1,8 @@
 """Profiler: a TensorFlow profiler trace of a window of steps or epochs in the
 summary folder, nothing outside it; the time breakdown of each epoch (shares
 that add up, on a fake clock), printed and sent to summaries and sinks; the
-hot path left alone; bad input.
-
-The TF1 graph twins are in tests/graph/test_profiler_graph.py.
+hot path left alone; bad input.  The tests taking ``style`` run in both TF
+styles (in graph style the traced steps are ``session.run`` calls).
 """
 
 import os
@@ -27,13 +26,24 @@ def function_runs(logdir, name):
                if event.startswith('EagerLocalExecute: __inference_' + name))
 
 
-def test_a_step_window_is_traced_into_the_summary_folder_and_nothing_else(tmp_path):
-    var = tf.Variable(0.)
+def traced_step(style, var):
+    """A step adding 1 to `var` (a ``tf.function`` in eager style, a ``session.run``
+    in graph style), and ``runs(logdir)``: how many times it ran in the traces."""
+    if style.is_graph:
+        op = var.assign_add(1.)
+        return (lambda: style.session.run(op)), (
+            lambda logdir: trace_event_counts(logdir)['SessionRun'])
 
     @tf.function
     def train_step():
         return var.assign_add(1.)
 
+    return train_step, lambda logdir: function_runs(logdir, 'train_step')
+
+
+def test_a_step_window_is_traced_into_the_summary_folder_and_nothing_else(style, tmp_path):
+    var = style.variable(0., 'w')
+    train_step, runs = traced_step(style, var)
     lines, seen = [], {}
     loop = spt.TrainLoop([var], max_epoch=2, summary_dir=str(tmp_path), print_func=lines.append)
     loop.add_component(spt.Profiler(steps=(3, 4)))
@@ -45,23 +55,20 @@ def test_a_step_window_is_traced_into_the_summary_folder_and_nothing_else(tmp_pa
     # nothing written before the window closed (after step 4), the trace there after
     assert seen == {1: False, 2: False, 3: False, 4: False, 5: True, 6: True}
     assert len(trace_files(tmp_path)) == 1
-    assert function_runs(tmp_path, 'train_step') == 2   # steps 3 and 4 only
+    assert runs(tmp_path) == 2   # steps 3 and 4 only
     assert any(f'Profiler trace of steps 3-4 written to {tmp_path}' in line for line in lines)
-    assert var.numpy() == 6.
+    assert style.value(var) == 6.
 
 
-def test_an_epoch_window_into_its_own_logdir(tmp_path):
-    @tf.function
-    def train_step():
-        return tf.constant(1.)
-
+def test_an_epoch_window_into_its_own_logdir(style, tmp_path):
+    train_step, runs = traced_step(style, style.variable(0., 'w'))
     loop = spt.TrainLoop([], max_epoch=3, print_func=lambda line: None)
     loop.add_component(spt.Profiler(epochs=(2, 2), logdir=str(tmp_path / 'trace')))
     with loop:
         for _ in loop.iter_epochs():
             for _ in loop.iter_steps(range(2)):
                 train_step()
-    assert function_runs(tmp_path / 'trace', 'train_step') == 2   # epoch 2's two steps
+    assert runs(tmp_path / 'trace') == 2   # epoch 2's two steps
 
 
 def test_a_loop_left_inside_the_window_keeps_the_part_traced(tmp_path):
@@ -262,8 +269,9 @@ def test_without_an_epoch_line_the_breakdown_closes_with_the_epoch():
     assert sum(stats[name] for name in SHARES) == pytest.approx(1.)
 
 
-def test_a_real_checkpoint_save_holds_the_loop(tmp_path):
-    var = tf.Variable(1.)
+def test_a_real_checkpoint_save_holds_the_loop(style, tmp_path):
+    var = style.variable(1., 'w')
+    train_step, _ = traced_step(style, var)
     held = []
     loop = spt.TrainLoop([var], max_epoch=2, checkpoint_dir=str(tmp_path),
                          checkpoint_epoch_freq=1, print_func=lambda x: None)
@@ -273,7 +281,7 @@ def test_a_real_checkpoint_save_holds_the_loop(tmp_path):
     with loop:
         for _ in loop.iter_epochs():
             for _ in loop.iter_steps(range(2)):
-                var.assign_add(1.)
+                train_step()
     assert [cause for cause, _ in held] == ['checkpoint', 'checkpoint']
     assert all(secs > 0 for _, secs in held)
     # epoch 1's save comes after its report: it is in epoch 2's share

@@ -355,11 +355,11 @@ def checkpoints_of_run(root, run_id, cwd):
 
 
 def test_a_loop_inside_records_into_the_bucket_and_resumes_from_it(
-        s3_bucket, tmp_path, monkeypatch, fake_clock):
-    import tensorflow as tf
+        style, s3_bucket, tmp_path, monkeypatch, fake_clock):
     monkeypatch.chdir(tmp_path)
     root = f'{s3_bucket}/runs'
-    w = tf.Variable(0.)
+    w = style.variable(0., 'w')
+    add = style.updater(w, 1.)
 
     def train(args):
         lines = []
@@ -369,7 +369,8 @@ def test_a_loop_inside_records_into_the_bucket_and_resumes_from_it(
                 for _ in loop.iter_epochs():
                     for _ in loop.iter_steps(range(2)):
                         fake_clock.advance(0.5)
-                        loop.collect_metrics(loss=float(w.assign_add(1.).numpy()))
+                        add()
+                        loop.collect_metrics(loss=float(style.value(w)))
         return exp, loop, lines
 
     exp, loop, lines = train(['--lr', '0.2'])
@@ -377,8 +378,8 @@ def test_a_loop_inside_records_into_the_bucket_and_resumes_from_it(
     assert (row.status, row.epoch, row.step, row.metrics['loss']) == ('completed', 2, 4, 3.5)
     assert exp.checkpoint_dir == f'{root}/t'
     assert checkpoints_of_run(root, 't', tmp_path)   # objects under <run>/checkpoint/
-    w.assign(-100.)
+    style.assign(w, -100.)
     exp, loop, lines = train(['--lr', '0.3'])
     assert lines[0].startswith('Resume training: epoch 2, step 4')
-    assert (loop.epoch, float(w.numpy())) == (3, 6.)
+    assert (loop.epoch, float(style.value(w))) == (3, 6.)
     assert [(r.epoch, r.step) for r in query(root)] == [(3, 6)]

@@ -2,7 +2,7 @@
 
 The tests taking ``style`` run in both TF styles (`make_trainer` and
 `make_evaluator` build the trainer of each style);
-tests/graph/test_trainer_graph.py has what is graph-only.
+tests/graph/test_trainer_graph.py has what is graph-only (feeds, sessions).
 
 The spec is API.md sections 3, 8, 9, 10 and 11, the docstrings of
 `BaseTrainer` and `TrainLoop`, and the docstrings of the components.  Every
@@ -29,7 +29,7 @@ LOOP_KEYS = (
     EventKeys.ENTER_LOOP, EventKeys.EXIT_LOOP, EventKeys.BEFORE_EPOCH, EventKeys.AFTER_EPOCH,
     EventKeys.BEFORE_STEP, EventKeys.AFTER_STEP, EventKeys.METRICS_COLLECTED,
     EventKeys.TIME_METRICS_COLLECTED, EventKeys.METRIC_STATS_PRINTED,
-    EventKeys.TIME_METRIC_STATS_PRINTED,
+    EventKeys.TIME_METRIC_STATS_PRINTED, EventKeys.SUMMARY_ADDED,
 )
 TRAINER_KEYS = (
     EventKeys.BEFORE_EXECUTION, EventKeys.AFTER_EXECUTION, EventKeys.BEFORE_EPOCH,
@@ -53,6 +53,8 @@ def record(events, prefix, keys, log):
                 (data,) = payload
                 if key in (EventKeys.METRIC_STATS_PRINTED, EventKeys.TIME_METRIC_STATS_PRINTED):
                     detail = {name: c.counter for name, c in data.items() if c.has_value}
+                elif key == EventKeys.SUMMARY_ADDED:
+                    detail = 'summary'
                 else:
                     detail = sorted(data)
             log.append((f'{prefix}:{key.name}', detail))
@@ -125,23 +127,25 @@ def test_eager_step_function_trains_a_keras_model_on_digits():
 
 
 # ------------------------------------------------------------ event order
-def test_full_event_sequence_of_two_epochs_of_two_steps(fake_clock):
-    """loop.events, trainer.events and evaluator.events, with the printed lines, in one list."""
+def test_full_event_sequence_of_two_epochs_of_two_steps(style, tmp_path, fake_clock):
+    """loop.events, trainer.events and evaluator.events, with the printed lines, in one
+    list; in graph style the trainer also runs a summary op at each step."""
     log = []
+    summaries = []
     loop = spt.TrainLoop(max_epoch=2, show_eta=False, clock=fake_clock,
+                         summary_dir=str(tmp_path) if style.is_graph else None,
                          print_func=lambda line: log.append(('PRINT', tag_of(line))))
 
     def step(x):
-        fake_clock.advance(1.)
+        if style.is_graph:   # filled before make_trainer passes the list on
+            summaries.append(tf.compat.v1.summary.scalar('x', tf.reduce_sum(x)))
         return {'loss': tf.reduce_sum(x)}
 
-    def valid(x):
-        fake_clock.advance(.5)
-        return tf.reduce_mean(x) * 0. + 3. - loop.epoch     # a new best each epoch
-
-    trainer = spt.Trainer(loop, step, data_flow=scalar_batches([1., 2.]))
-    evaluator = spt.Evaluator(loop, valid, data_flow=scalar_batches([0.]),
-                              time_metric_name='valid_time')
+    trainer = make_trainer(style, loop, scalar_batches([1., 2.]), step,
+                           **({'summaries': summaries} if style.is_graph else {}))
+    evaluator = make_evaluator(style, loop, scalar_batches([0.]),
+                               lambda x: tf.reduce_mean(x) * 0. + 3.,
+                               time_metric_name='valid_time')
     record(loop.events, 'L', LOOP_KEYS, log)
     record(trainer.events, 'T', TRAINER_KEYS, log)
     record(evaluator.events, 'E', EVALUATOR_KEYS, log)
@@ -156,8 +160,10 @@ def test_full_event_sequence_of_two_epochs_of_two_steps(fake_clock):
 
     def one_step(step):
         out = [('L:BEFORE_STEP', None), ('T:BEFORE_STEP', None),
-               ('L:METRICS_COLLECTED', ['loss']),
-               ('T:STEP_EVALUATION', None)]
+               ('L:METRICS_COLLECTED', ['loss'])]
+        if style.is_graph:
+            out.append(('L:SUMMARY_ADDED', 'summary'))
+        out.append(('T:STEP_EVALUATION', None))
         if step % 2 == 0:
             out.append(('HOOK:step-eval', step))
         out += [('T:STEP_ANNEALING', None), ('T:STEP_LOGGING', None),

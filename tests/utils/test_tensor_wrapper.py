@@ -28,8 +28,12 @@ class Wrapped(TensorWrapper):
         return self._tensor
 
 
-def value_of(x):
+def value_of(x, style=None):
+    """The value of the tensor `x` (an op of the style's graph in graph style)."""
     assert isinstance(x, tf.Tensor), f'expected a tensor, got {x!r}'
+    if style is not None and style.is_graph:
+        assert x.graph is style.graph
+        return style.value(x)
     return x.numpy()
 
 
@@ -87,13 +91,14 @@ BINARY = [operator.add, operator.sub, operator.mul, operator.truediv, operator.f
 
 
 @pytest.mark.parametrize('op', BINARY, ids=lambda op: op.__name__)
-def test_binary_operators_match_the_tensors(op):
+def test_binary_operators_match_the_tensors(style, op):
     w, t = Wrapped(A), tf.constant(A)
     for other in (B, tf.constant(B), Wrapped(B), 2.):
-        np.testing.assert_allclose(value_of(op(w, other)), value_of(op(t, other)))
+        np.testing.assert_allclose(value_of(op(w, other), style), value_of(op(t, other), style))
         # reflected: the wrapper on the right
         if not isinstance(other, Wrapped):
-            np.testing.assert_allclose(value_of(op(other, w)), value_of(op(other, t)))
+            np.testing.assert_allclose(value_of(op(other, w), style),
+                                       value_of(op(other, t), style))
 
 
 def test_numpy_values_on_the_left_defer_to_the_wrapper():
@@ -102,14 +107,14 @@ def test_numpy_values_on_the_left_defer_to_the_wrapper():
     np.testing.assert_array_equal(value_of(B + w), A + B)
 
 
-def test_matmul_unary_and_indexing():
+def test_matmul_unary_and_indexing(style):
     w = Wrapped(A)
-    np.testing.assert_allclose(value_of(w @ B), A @ B)
-    np.testing.assert_allclose(value_of(B @ w), B @ A)
-    np.testing.assert_array_equal(value_of(-w), -A)
-    np.testing.assert_array_equal(value_of(abs(Wrapped(-A))), A)
-    np.testing.assert_array_equal(value_of(w[1]), A[1])
-    np.testing.assert_array_equal(value_of(w[:, 0]), A[:, 0])
+    np.testing.assert_allclose(value_of(w @ B, style), A @ B)
+    np.testing.assert_allclose(value_of(B @ w, style), B @ A)
+    np.testing.assert_array_equal(value_of(-w, style), -A)
+    np.testing.assert_array_equal(value_of(abs(Wrapped(-A)), style), A)
+    np.testing.assert_array_equal(value_of(w[1], style), A[1])
+    np.testing.assert_array_equal(value_of(w[:, 0], style), A[:, 0])
 
 
 def test_logical_operators():
