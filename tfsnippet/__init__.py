@@ -42,8 +42,9 @@ _EXPORTS: dict[str, str] = {
                      'convert_legacy_checkpoints', 'ExportBest', 'Preemption',
                      'TrainingPreempted', 'MetricRecorder', 'MetricSink', 'MultiSink',
                      'chief_only', 'MultiTaskMetrics', 'MixedPrecision', 'Profiler',
-                     'LearningRateMonitor'],
+                     'LearningRateMonitor', 'WeightAverage'],
                     'scaffold'),
+    'seed_everything': 'tfops',
     'KerasCallbacks': 'scaffold',
     'settings': 'settings_',
     'Search': 'search',   # imports Optuna (`pip install "tfsnippet[optuna]"`) when first used
@@ -78,5 +79,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .experiment import *  # noqa: F401,F403
     from .scaffold import *  # noqa: F401,F403
     from .search import Search  # noqa: F401
+    from .tfops import seed_everything  # noqa: F401
     from .settings_ import settings  # noqa: F401
     from .trainer import *  # noqa: F401,F403

@@ -18,9 +18,10 @@ from .reduce_on_plateau import ReduceOnPlateau
 from .run_recorder import RunRecorder
 from .summaries import SummaryLogger
 from .warm_start import WarmStart
+from .weight_average import WeightAverage
 
 __all__ = ['LoopComponent', 'Checkpointer', 'EarlyStopping', 'LossGuard', 'LossGuardError',
            'ProgressBar', 'ReduceOnPlateau', 'RunRecorder', 'SummaryLogger', 'WarmStart',
            'ExportBest', 'Preemption', 'TrainingPreempted', 'MultiTaskMetrics',
            'MixedPrecision', 'Profiler', 'LearningRateMonitor']
-__all__ += ['KerasCallbacks']
+__all__ += ['KerasCallbacks', 'WeightAverage']
