@@ -13,9 +13,9 @@ import pytest
 import tensorflow as tf
 
 import tfsnippet as spt
-from tfsnippet.scaffold.checkpoint.store import CheckpointStore
 from tests.helpers import checkpoint_variable
 from tests.helpers.loops import run_epochs
+from tfsnippet.scaffold.checkpoint.store import CheckpointStore
 
 DELTA = np.array([1., 2., 3.], np.float32)
 
@@ -62,7 +62,7 @@ def test_manual_update_inside_the_step(style):
     average = spt.WeightAverage([w], decay=0.8, manual=True)
     if style.is_graph:
         op = average.update(after=w.assign_add(DELTA))
-        step = lambda: style.session.run(op)   # noqa: E731
+        step = lambda: style.session.run(op)
     else:
         @tf.function
         def fused():
