@@ -34,7 +34,8 @@ SCRIPTS = ['bench_train_loop.py', 'bench_state.py', 'bench_dataflow.py', 'bench_
            'bench_recording.py', 'bench_results.py', 'bench_checkpoint_async.py',
            'bench_mlflow.py', 'bench_distributed.py', 'bench_state_format.py',
            'bench_components.py', 'bench_tfdata_checkpoint.py', 'bench_object_store.py',
-           'bench_search.py', 'bench_checkpoint_store.py', 'bench_memory.py']
+           'bench_search.py', 'bench_checkpoint_store.py', 'bench_memory.py',
+           'bench_health.py']
 
 
 def _fmt(value: float) -> str:
