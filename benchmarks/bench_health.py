@@ -30,8 +30,17 @@ from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _bench import (Row, Stopwatch, describe_machine, format_table,  # noqa: E402
-                    load_average, met_text, paired_ratio, time_alternating, write_rows)
+from _bench import (
+    Row,
+    Stopwatch,
+    describe_machine,
+    format_table,
+    load_average,
+    met_text,
+    paired_ratio,
+    time_alternating,
+    write_rows,
+)
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -48,6 +57,7 @@ SIZES = {
 def idle_run(with_average: bool, steps: int) -> Callable[[Stopwatch], None]:
     """A no-op loop of `steps` steps, with an idle manual WeightAverage if asked."""
     import tensorflow as tf
+
     import tfsnippet as spt
     var = tf.Variable(tf.zeros([128]))
     average = spt.WeightAverage([var], manual=True)   # made once: its copy op traced once
@@ -56,17 +66,16 @@ def idle_run(with_average: bool, steps: int) -> Callable[[Stopwatch], None]:
         loop = spt.TrainLoop(max_epoch=1, print_func=lambda s: None)
         if with_average:
             loop.add_component(average)
-        with watch:
-            with loop:
-                for _ in loop.iter_epochs():
-                    for _ in loop.iter_steps(range(steps)):
-                        loop.collect_metrics(loss=0.5)
+        with watch, loop:
+            for _ in loop.iter_epochs():
+                for _ in loop.iter_steps(range(steps)):
+                    loop.collect_metrics(loss=0.5)
     return run
 
 
 def digits() -> tuple[Any, Any]:
-    from sklearn.datasets import load_digits
     import numpy as np
+    from sklearn.datasets import load_digits
     x, y = load_digits(return_X_y=True)
     return (x / 16.).astype(np.float32), y.astype(np.int32)
 
@@ -76,6 +85,7 @@ def mlp_run(mode: str, epochs: int) -> tuple[Callable[[Stopwatch], None], list[A
     Also returns the model's variables and the averages (for the memory figure)."""
     import keras
     import tensorflow as tf
+
     import tfsnippet as spt
     x, y = digits()
     keras.utils.set_random_seed(0)
@@ -106,11 +116,10 @@ def mlp_run(mode: str, epochs: int) -> tuple[Callable[[Stopwatch], None], list[A
         loop = spt.TrainLoop(max_epoch=epochs, print_func=lambda s: None)
         if average is not None:
             loop.add_component(average)
-        with watch:
-            with loop:
-                for _ in loop.iter_epochs():
-                    for _, (xb, yb) in loop.iter_steps(flow):
-                        loop.collect_metrics(loss=step(xb, yb))
+        with watch, loop:
+            for _ in loop.iter_epochs():
+                for _, (xb, yb) in loop.iter_steps(flow):
+                    loop.collect_metrics(loss=step(xb, yb))
     return run, [model.trainable_variables, average]
 
 

@@ -42,7 +42,7 @@ _EXPORTS: dict[str, str] = {
                      'convert_legacy_checkpoints', 'ExportBest', 'Preemption',
                      'TrainingPreempted', 'MetricRecorder', 'MetricSink', 'MultiSink',
                      'chief_only', 'MultiTaskMetrics', 'MixedPrecision', 'Profiler',
-                     'LearningRateMonitor', 'WeightAverage'],
+                     'LearningRateMonitor', 'WeightAverage', 'LearningRateFinder'],
                     'scaffold'),
     'seed_everything': 'tfops',
     'KerasCallbacks': 'scaffold',

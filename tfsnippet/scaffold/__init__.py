@@ -11,6 +11,7 @@ from .components import (Checkpointer, EarlyStopping, ExportBest, LoopComponent,
                          ReduceOnPlateau, SummaryLogger, TrainingPreempted, WarmStart)
 from .components.keras_callbacks import KerasCallbacks
 from .components import LearningRateMonitor, MixedPrecision, Profiler, WeightAverage
+from .components import LearningRateFinder
 from .components.run_recorder import MetricRecorder
 from .event_keys import EventKeys
 from .loop import TrainLoop
@@ -33,5 +34,6 @@ __all__ = ['CheckpointError', 'CheckpointMismatchError', 'CheckpointSavableObjec
            'SaveAtEnd', 'SaveEvery', 'UntrustedCheckpointError', 'convert_legacy_checkpoints',
            'ExportBest', 'Preemption', 'TrainingPreempted', 'MetricRecorder', 'MetricSink',
            'MultiSink', 'chief_only', 'MultiTaskMetrics',
-           'MixedPrecision', 'Profiler', 'LearningRateMonitor', 'WeightAverage']
+           'MixedPrecision', 'Profiler', 'LearningRateMonitor', 'WeightAverage',
+           'LearningRateFinder']
 __all__ += ['KerasCallbacks']
