@@ -136,8 +136,9 @@ class LearningRateFinder(LoopComponent):
         if self._optimizer is not None:
             self._optimizer.learning_rate = value
         else:
-            assign_variables([self._rate_var], [np.asarray(value, self._rate_var.dtype
-                                                           .as_numpy_dtype)])
+            var = self._rate_var
+            assert var is not None
+            assign_variables([var], [np.asarray(value, var.dtype.as_numpy_dtype)])
 
     def _saved_variables(self, loop: Any) -> list[Any]:
         if self._variables is not None:
