@@ -12,6 +12,9 @@
   (``manual=True``, ``average.update()`` in the step's ``tf.function``).
   Target: at most 5% more per step.  The ratio is the median of the rounds'
   paired ratios (mirrored quads, so the load's drift cancels).
+* **LearningRateFinder**: a loop entered with a finder sweeping 100 steps of
+  the digits MLP (batch 16), against those steps run by hand: target at most
+  2 s more (the snapshot, the restore, the flow's state).
 * **Memory**: the bytes of the averages over the bytes of the parameters
   (target at most 1 extra copy).
 
@@ -49,8 +52,10 @@ STEP_TARGET = 1.05
 BATCH = 64
 
 SIZES = {
-    'full': {'idle_steps': 20_000, 'idle_repeats': 7, 'epochs': 3, 'repeats': 6},
-    'quick': {'idle_steps': 200, 'idle_repeats': 1, 'epochs': 1, 'repeats': 1},
+    'full': {'idle_steps': 20_000, 'idle_repeats': 7, 'epochs': 3, 'repeats': 6,
+             'finder_steps': 100},
+    'quick': {'idle_steps': 200, 'idle_repeats': 1, 'epochs': 1, 'repeats': 1,
+              'finder_steps': 10},
 }
 
 
@@ -61,6 +66,10 @@ def idle_run(with_average: bool, steps: int) -> Callable[[Stopwatch], None]:
     import tfsnippet as spt
     var = tf.Variable(tf.zeros([128]))
     average = spt.WeightAverage([var], manual=True)   # made once: its copy op traced once
+    warm_up = spt.TrainLoop(print_func=lambda s: None)
+    warm_up.add_component(average)
+    with warm_up:   # its copy op traced here, not in a timed run
+        pass
 
     def run(watch: Stopwatch) -> None:
         loop = spt.TrainLoop(max_epoch=1, print_func=lambda s: None)
@@ -123,6 +132,52 @@ def mlp_run(mode: str, epochs: int) -> tuple[Callable[[Stopwatch], None], list[A
     return run, [model.trainable_variables, average]
 
 
+def finder_runs(steps: int) -> dict[str, Callable[[Stopwatch], None]]:
+    """`steps` steps of the digits MLP (batch 16) by hand, and a loop entered with a
+    LearningRateFinder sweeping those steps (then left at once)."""
+    import keras
+    import tensorflow as tf
+
+    import tfsnippet as spt
+    x, y = digits()
+    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation='relu'),
+                              keras.layers.Dense(10)])
+    opt = keras.optimizers.Adam(1e-3)
+    opt.build(model.trainable_variables)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step(xb: Any, yb: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True))
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                model.trainable_variables))
+        return loss
+
+    flow = spt.DataFlow.arrays([x, y], 16, shuffle=True, random_state=0)
+    for xb, yb in flow:   # traced before the timing
+        step(xb, yb)
+        break
+
+    def by_hand(watch: Stopwatch) -> None:
+        with watch:
+            for i, (xb, yb) in enumerate(flow):
+                if i == steps:
+                    break
+                float(step(xb, yb))
+
+    def finder(watch: Stopwatch) -> None:
+        loop = spt.TrainLoop(model.trainable_variables, max_epoch=1,
+                             print_func=lambda s: None)
+        found = spt.LearningRateFinder(opt, 1e-5, 1., steps=steps, step=step, data=flow)
+        loop.add_component(found)
+        with watch, loop:
+            pass
+        assert len(found.rates) == steps, len(found.rates)
+
+    return {'by hand': by_hand, 'finder': finder}
+
+
 def measure(size: dict[str, int]) -> list[Row]:
     rows = []
     steps = size['idle_steps']
@@ -152,6 +207,11 @@ def measure(size: dict[str, int]) -> list[Row]:
     rows.append(Row('WeightAverage memory: averages over parameters', 'parameters bytes',
                     float(param_bytes), float(avg_bytes), 'bytes', '<= x1',
                     avg_bytes <= param_bytes))
+
+    samples = time_alternating(finder_runs(size['finder_steps']), size['repeats'])
+    base, value = samples['by hand'].best, samples['finder'].best
+    rows.append(Row(f'LearningRateFinder, {size["finder_steps"]} digits MLP steps',
+                    'the steps by hand', base, value, 's', '<= +2 s', value - base <= 2.))
     return rows
 
 
