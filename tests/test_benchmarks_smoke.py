@@ -630,7 +630,8 @@ def test_bench_health_quick_run_prints_the_weight_average_rows(quick):
     for case in ('WeightAverage(manual=True) attached, idle',
                  'WeightAverage, the loop updates it (one call more per step), digits MLP',
                  'WeightAverage(manual=True), update() inside the step, digits MLP',
-                 'WeightAverage memory: averages over parameters'):
+                 'WeightAverage memory: averages over parameters',
+                 'LearningRateFinder, 10 digits MLP steps'):
         assert re.search(rf'^{re.escape(case)}\s.*(yes|no)$', summary, re.M), summary
     rows = {r['case']: r for r in quick.rows('bench_health.py')}
     memory = rows['WeightAverage memory: averages over parameters']

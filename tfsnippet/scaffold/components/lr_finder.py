@@ -44,7 +44,8 @@ class LearningRateFinder(LoopComponent):
     ``step(batch)`` for a batch that is not a tuple) returns the loss (a
     number, a scalar tensor, or a dict holding `metric`).  The losses are
     smoothed with an exponential moving average (`smoothing`, bias-corrected);
-    the sweep ends early once the smoothed loss exceeds 4 times its lowest.
+    the sweep ends early once the smoothed loss exceeds 4 times its lowest,
+    or at the end of one pass of `data`.
     :attr:`rates` and :attr:`losses` hold the curve.
 
     **The suggestion** (:attr:`suggestion`) is the rate where the smoothed
