@@ -119,3 +119,12 @@ def test_bad_arguments_name_themselves():
         spt.WeightAverage([1.])
     with pytest.raises(ValueError, match='`variables`'):
         spt.WeightAverage([])
+
+
+def test_early_stopping_restores_the_averages_of_its_best_epoch(style):
+    w, step, average = make(style, decay=0.5, swap_at_epoch_end=True)
+    loop = spt.TrainLoop([w], max_epoch=3, early_stopping=True, print_func=lambda s: None)
+    loop.add_component(average)
+    run_epochs(loop, lambda s: step(), steps_per_epoch=2, valid={1: 0.5, 2: 0.2, 3: 0.4})
+    # epoch 2 (step 4) was the best, validated with the averages in the variables
+    np.testing.assert_allclose(style.value(w), numpy_ema(4, 0.5), rtol=1e-6)
