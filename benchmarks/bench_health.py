@@ -169,7 +169,7 @@ def finder_runs(steps: int) -> dict[str, Callable[[Stopwatch], None]]:
     def finder(watch: Stopwatch) -> None:
         loop = spt.TrainLoop(model.trainable_variables, max_epoch=1,
                              print_func=lambda s: None)
-        found = spt.LearningRateFinder(opt, 1e-5, 1., steps=steps, step=step, data=flow)
+        found = spt.LearningRateFinder(opt, 1e-5, 1e-2, steps=steps, step=step, data=flow)
         loop.add_component(found)
         with watch, loop:
             pass
