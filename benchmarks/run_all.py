@@ -35,7 +35,7 @@ SCRIPTS = ['bench_train_loop.py', 'bench_state.py', 'bench_dataflow.py', 'bench_
            'bench_mlflow.py', 'bench_distributed.py', 'bench_state_format.py',
            'bench_components.py', 'bench_tfdata_checkpoint.py', 'bench_object_store.py',
            'bench_search.py', 'bench_checkpoint_store.py', 'bench_memory.py',
-           'bench_health_checks.py']
+           'bench_health_checks.py', 'bench_health.py']
 
 
 def _fmt(value: float) -> str:

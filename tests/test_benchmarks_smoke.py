@@ -625,6 +625,20 @@ def test_bench_state_quick_run_prints_both_styles(quick):
     assert len(quick.rows('bench_state.py')) == 8
 
 
+def test_bench_health_quick_run_prints_the_weight_average_rows(quick):
+    out = quick.out('bench_health.py')
+    summary = out[out.index('Summary'):]
+    for case in ('WeightAverage(manual=True) attached, idle',
+                 'WeightAverage, the loop updates it (one call more per step), digits MLP',
+                 'WeightAverage(manual=True), update() inside the step, digits MLP',
+                 'WeightAverage memory: averages over parameters',
+                 'LearningRateFinder, 10 digits MLP steps'):
+        assert re.search(rf'^{re.escape(case)}\s.*(yes|no)$', summary, re.M), summary
+    rows = {r['case']: r for r in quick.rows('bench_health.py')}
+    memory = rows['WeightAverage memory: averages over parameters']
+    assert memory['value'] == memory['baseline_value'] > 0   # one copy: 64*128+128+128*10+10
+
+
 def test_run_all_quick_prints_every_scripts_rows_in_one_table(quick):
     assert quick.proc.returncode == 0, quick.proc.stdout[-3000:] + quick.proc.stderr[-3000:]
     out = quick.proc.stdout

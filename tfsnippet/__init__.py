@@ -42,8 +42,9 @@ _EXPORTS: dict[str, str] = {
                      'convert_legacy_checkpoints', 'ExportBest', 'Preemption',
                      'TrainingPreempted', 'MetricRecorder', 'MetricSink', 'MultiSink',
                      'chief_only', 'MultiTaskMetrics', 'MixedPrecision', 'Profiler',
-                     'LearningRateMonitor'],
+                     'LearningRateMonitor', 'WeightAverage', 'LearningRateFinder'],
                     'scaffold'),
+    'seed_everything': 'tfops',
     'KerasCallbacks': 'scaffold',
     **dict.fromkeys(['QuickCheck', 'SanityCheck', 'SuspendableWrites', 'Throughput',
                      'TimeBudget', 'count_flops'], 'scaffold'),
@@ -80,5 +81,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .experiment import *  # noqa: F401,F403
     from .scaffold import *  # noqa: F401,F403
     from .search import Search  # noqa: F401
+    from .tfops import seed_everything  # noqa: F401
     from .settings_ import settings  # noqa: F401
     from .trainer import *  # noqa: F401,F403

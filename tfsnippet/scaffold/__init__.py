@@ -10,7 +10,8 @@ from .components import (Checkpointer, EarlyStopping, ExportBest, LoopComponent,
                          LossGuardError, MultiTaskMetrics, Preemption, ProgressBar,
                          ReduceOnPlateau, SummaryLogger, TrainingPreempted, WarmStart)
 from .components.keras_callbacks import KerasCallbacks
-from .components import LearningRateMonitor, MixedPrecision, Profiler
+from .components import LearningRateMonitor, MixedPrecision, Profiler, WeightAverage
+from .components import LearningRateFinder
 from .components.run_recorder import MetricRecorder
 from .event_keys import EventKeys
 from .loop import TrainLoop
@@ -33,7 +34,8 @@ __all__ = ['CheckpointError', 'CheckpointMismatchError', 'CheckpointSavableObjec
            'SaveAtEnd', 'SaveEvery', 'UntrustedCheckpointError', 'convert_legacy_checkpoints',
            'ExportBest', 'Preemption', 'TrainingPreempted', 'MetricRecorder', 'MetricSink',
            'MultiSink', 'chief_only', 'MultiTaskMetrics',
-           'MixedPrecision', 'Profiler', 'LearningRateMonitor']
+           'MixedPrecision', 'Profiler', 'LearningRateMonitor', 'WeightAverage',
+           'LearningRateFinder']
 __all__ += ['KerasCallbacks']
 
 from .components import (QuickCheck, SanityCheck, SuspendableWrites, Throughput, TimeBudget,

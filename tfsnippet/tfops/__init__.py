@@ -11,10 +11,12 @@ from .session import (create_session, ensure_variables_initialized, get_default_
 from .tensor_wrapper import TensorWrapper, register_tensor_wrapper_class
 from .tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name, variable_shape
 from .var_io import assign_variables, read_variables
+from .seeding import seed_everything
 
 __all__ = [
     'create_session', 'ensure_variables_initialized', 'get_default_session_or_error',
     'get_uninitialized_variables', 'get_variables_as_dict', 'TensorWrapper',
     'register_tensor_wrapper_class', 'as_tf_variable', 'is_variable', 'normalize_variables',
     'variable_name', 'variable_shape', 'assign_variables', 'read_variables',
+    'seed_everything',
 ]

@@ -18,12 +18,14 @@ from .reduce_on_plateau import ReduceOnPlateau
 from .run_recorder import RunRecorder
 from .summaries import SummaryLogger
 from .warm_start import WarmStart
+from .weight_average import WeightAverage
+from .lr_finder import LearningRateFinder
 
 __all__ = ['LoopComponent', 'Checkpointer', 'EarlyStopping', 'LossGuard', 'LossGuardError',
            'ProgressBar', 'ReduceOnPlateau', 'RunRecorder', 'SummaryLogger', 'WarmStart',
            'ExportBest', 'Preemption', 'TrainingPreempted', 'MultiTaskMetrics',
            'MixedPrecision', 'Profiler', 'LearningRateMonitor']
-__all__ += ['KerasCallbacks']
+__all__ += ['KerasCallbacks', 'WeightAverage', 'LearningRateFinder']
 
 from .quick_check import QuickCheck, SanityCheck
 from .suspend import SuspendableWrites
