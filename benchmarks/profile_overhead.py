@@ -207,7 +207,8 @@ def child_main(case: str, contestant: str, seconds: float) -> int:
     start = time.perf_counter()
     count = _profiled_runs(run, seconds)
     elapsed = time.perf_counter() - start
-    print(MARK + json.dumps({'runs': count, 'us_per_step': elapsed / (count * steps) * 1e6}), flush=True)
+    print(MARK + json.dumps({"runs": count, "us_per_step": elapsed / (count * steps) * 1e6}),
+          flush=True)
     return 0
 
 
