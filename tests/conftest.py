@@ -135,8 +135,11 @@ def fork_server():
     the whole session: kill, crash and example tests fork their scripts' runs from it
     (`tests.helpers.forkserver`), each a process of its own without an import of its own."""
     from tests.helpers.forkserver import ForkServer
+    root = str(Path(__file__).resolve().parents[1])   # the runs import tfsnippet, tests.helpers
+    path = os.pathsep.join(p for p in (root, os.environ.get('PYTHONPATH')) if p)
     forks = ForkServer(('numpy', 'tensorflow', 'keras', 'sklearn.datasets'),
-                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES=''))
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='',
+                                PYTHONPATH=path))
     yield forks
     forks.close()
 
