@@ -224,7 +224,11 @@ def time_alternating(runs: Mapping[str, Run], repeats: int, *,
         repeats: How many rounds.
         cpu_clock: The CPU clock of the stopwatches.
         collect_garbage: Call ``gc.collect()`` before each run, so that no
-            run pays for the garbage of the one before.
+            run pays for the garbage of the one before.  The objects alive
+            when the rounds start are frozen meanwhile (``gc.freeze()``), so
+            that a collection walks only what the runs made, not every
+            object of TensorFlow, Keras and the rest (most of a second each
+            in a process that imported them).
         mirror: Reverse the order of every other round.
         quads: Make each round a mirrored quad (see above); not with `mirror`.
 
@@ -244,6 +248,20 @@ def time_alternating(runs: Mapping[str, Run], repeats: int, *,
                          'of their own, got mirror=True and quads=True')
     out = {name: Samples() for name in runs}
     order = list(runs.items())
+    if collect_garbage:    # (the garbage of before is frozen too: collected after)
+        gc.freeze()
+    try:
+        _rounds(out, order, repeats, cpu_clock, collect_garbage, mirror, quads)
+    finally:
+        if collect_garbage:
+            gc.unfreeze()
+    return out
+
+
+def _rounds(out: dict[str, Samples], order: list[tuple[str, Run]], repeats: int,
+            cpu_clock: Callable[[], float], collect_garbage: bool, mirror: bool,
+            quads: bool) -> None:
+    """`time_alternating`'s rounds, their samples added to `out`."""
 
     def timed(run: Run) -> Stopwatch:
         if collect_garbage:
@@ -255,13 +273,13 @@ def time_alternating(runs: Mapping[str, Run], repeats: int, *,
     for round_ in range(repeats):
         if quads:
             first = order[::-1] if round_ % 2 else order
-            walls: dict[str, list[float]] = {name: [] for name in runs}
-            cpus: dict[str, list[float]] = {name: [] for name in runs}
+            walls: dict[str, list[float]] = {name: [] for name in out}
+            cpus: dict[str, list[float]] = {name: [] for name in out}
             for name, run in first + first[::-1]:
                 watch = timed(run)
                 walls[name].append(watch.wall)
                 cpus[name].append(watch.cpu)
-            for name in runs:
+            for name in out:
                 out[name].wall.append(statistics.fmean(walls[name]))
                 out[name].cpu.append(statistics.fmean(cpus[name]))
                 out[name].single.extend(walls[name])
@@ -270,7 +288,6 @@ def time_alternating(runs: Mapping[str, Run], repeats: int, *,
             watch = timed(run)
             out[name].wall.append(watch.wall)
             out[name].cpu.append(watch.cpu)
-    return out
 
 
 @dataclass(frozen=True)

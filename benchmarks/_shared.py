@@ -33,6 +33,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -239,8 +240,9 @@ def run_quick(scripts: Sequence[str], out_dir: str) -> list[str]:
     """Run each script's ``--quick`` mode in this process, children shared (those of
     `OWN_PROCESS` in a child each, started first and running meanwhile); return the
     scripts that failed.  ``OUT/<script>.json`` gets its rows, ``.out`` and ``.err`` its
-    output, ``.rc`` its exit code, and the folder ``OUT/<script>.tmp`` was its temporary
-    folder (left empty by a script that cleans up)."""
+    output, ``.rc`` its exit code, ``.secs`` the seconds it took (wall; those of
+    `OWN_PROCESS` from the start to their end), and the folder ``OUT/<script>.tmp`` was
+    its temporary folder (left empty by a script that cleans up)."""
     def base(script: str) -> str:
         return os.path.join(out_dir, script)
 
@@ -249,7 +251,9 @@ def run_quick(scripts: Sequence[str], out_dir: str) -> list[str]:
         return ['--quick', '--table-json', base(script) + '.json']
 
     results: dict[str, tuple[int, str, str]] = {}
+    seconds: dict[str, float] = {}
     own = {}
+    start = time.perf_counter()
     for script in scripts:
         if script in OWN_PROCESS:    # output straight into its files: never a full pipe
             with open(base(script) + '.out', 'w') as out, open(base(script) + '.err', 'w') as err:
@@ -259,17 +263,21 @@ def run_quick(scripts: Sequence[str], out_dir: str) -> list[str]:
     with shared_children():
         for script in scripts:
             if script not in own:
+                began = time.perf_counter()
                 results[script] = run_script(os.path.join(HERE, script), argv(script),
                                              tmp=base(script) + '.tmp')
+                seconds[script] = time.perf_counter() - began
     for script, proc in own.items():
         proc.wait()
+        seconds[script] = time.perf_counter() - start
         with open(base(script) + '.out', encoding='utf-8') as out, \
                 open(base(script) + '.err', encoding='utf-8') as err:
             results[script] = proc.returncode, out.read(), err.read()
     failed = []
     for script in scripts:
         rc, out, err = results[script]
-        for ext, text in (('.out', out), ('.err', err), ('.rc', str(rc))):
+        for ext, text in (('.out', out), ('.err', err), ('.rc', str(rc)),
+                          ('.secs', f'{seconds[script]:.1f}')):
             with open(base(script) + ext, 'w', encoding='utf-8') as f:
                 f.write(text)
         if rc != 0 or not os.path.exists(base(script) + '.json'):

@@ -63,7 +63,7 @@ from _bench import (Row, Stopwatch, describe_machine, format_table,  # noqa: E40
 # (a) and (b), whose epochs are short; `repeats` for (c) and (d).
 SIZES = {
     'full': {'rows': 60_000, 'ab_repeats': 15, 'repeats': 5},
-    'quick': {'rows': 10_000, 'ab_repeats': 1, 'repeats': 1},
+    'quick': {'rows': 2_000, 'ab_repeats': 1, 'repeats': 1},
 }
 FEATURES = 784
 CLASSES = 10

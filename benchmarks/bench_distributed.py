@@ -243,23 +243,46 @@ def launch_command(workers: int, script: str, *args: str) -> list[str]:
     return [sys.executable, '-m', 'tfsnippet.launch', '--workers', str(workers), script, *args]
 
 
+class Workers:
+    """`workers` workers of this script started through the launcher, in the background."""
+
+    def __init__(self, workers: int, size_name: str, with_loop: bool):
+        args = ['--worker', '--size', size_name] + ([] if with_loop else ['--bare-only'])
+        env = dict(os.environ, **{T0_ENV: repr(time.time())})
+        self.workers = workers
+        self.out, self.err = tempfile.TemporaryFile('w+'), tempfile.TemporaryFile('w+')
+        self.proc = subprocess.Popen(launch_command(workers, os.path.abspath(__file__), *args),
+                                     stdout=self.out, stderr=self.err, text=True, env=env)
+
+    def figures(self) -> list[dict[str, Any]]:
+        """Wait for the job to end; each worker's figures."""
+        try:
+            code = self.proc.wait(timeout=900)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        outputs = []
+        for f in (self.out, self.err):
+            f.seek(0)
+            outputs.append(f.read())
+            f.close()
+        stdout, stderr = outputs
+        found = {}
+        for line in stdout.splitlines():
+            head, _, rest = line.partition('] ')
+            if rest.startswith(MARK):
+                data = json.loads(rest[len(MARK):])
+                found[data['worker']] = data
+        if code != 0 or sorted(found) != list(range(self.workers)):
+            raise RuntimeError(f'the {self.workers}-worker run failed (exit {code}):\n'
+                               f'{stdout[-3000:]}\n{stderr[-5000:]}')
+        return [found[i] for i in range(self.workers)]
+
+
 def run_workers(workers: int, size_name: str, with_loop: bool) -> list[dict[str, Any]]:
     """Run `workers` workers of this script through the launcher; each one's figures."""
-    args = ['--worker', '--size', size_name] + ([] if with_loop else ['--bare-only'])
-    env = dict(os.environ, **{T0_ENV: repr(time.time())})
-    proc = subprocess.run(launch_command(workers, os.path.abspath(__file__), *args),
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                          timeout=900)
-    found = {}
-    for line in proc.stdout.splitlines():
-        head, _, rest = line.partition('] ')
-        if rest.startswith(MARK):
-            data = json.loads(rest[len(MARK):])
-            found[data['worker']] = data
-    if proc.returncode != 0 or sorted(found) != list(range(workers)):
-        raise RuntimeError(f'the {workers}-worker run failed (exit {proc.returncode}):\n'
-                           f'{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}')
-    return [found[i] for i in range(workers)]
+    return Workers(workers, size_name, with_loop).figures()
 
 
 # --------------------------------------------------------------- the parts
@@ -370,6 +393,9 @@ def main_process(size_name: str, table_json: str | None) -> int:
           f'...) of {size["epochs"]} epoch(s) a run, after {size["warmup"]} warm-up epoch(s)')
     print(flush=True)
 
+    # --quick (not figures): both launcher jobs run meanwhile, in the background
+    jobs = ({2: Workers(2, size_name, with_loop=True), 1: Workers(1, size_name, with_loop=False)}
+            if size_name == 'quick' else {})
     rows: list[Row] = []
     ratio_cells = []
     notes = []   # (case, TrainLoop entry + exit ms, its all-reduces per epoch, the bare loop's)
@@ -392,7 +418,7 @@ def main_process(size_name: str, table_json: str | None) -> int:
                     'shard_flow + split_batch', noop_bare.median, noop_data.median, 'µs/step'))
 
     print('MultiWorkerMirrored, 2 workers on loopback (launcher) ...', flush=True)
-    two = run_workers(2, size_name, with_loop=True)
+    two = jobs[2].figures() if jobs else run_workers(2, size_name, with_loop=True)
     for w in two:
         row, cells = ratio_row(f'MultiWorkerMirrored, 2 workers [worker {w["worker"]}]',
                                w['ms_per_step'])
@@ -404,7 +430,7 @@ def main_process(size_name: str, table_json: str | None) -> int:
             rows.append(row)
 
     print('MultiWorkerMirrored, 1 worker (launcher) ...', flush=True)
-    one = run_workers(1, size_name, with_loop=False)
+    one = jobs[1].figures() if jobs else run_workers(1, size_name, with_loop=False)
 
     print('launcher start-up, 2 trivial workers ...', flush=True)
     direct, launched = launcher_startup(size['launch_repeats'])

@@ -1,7 +1,7 @@
 """Benchmark: recording an epoch of 100 steps, MLflow per step against tfsnippet per epoch.
 
 Each contestant records the same training epochs (100 steps with a ``loss``
-each, then ``valid_loss`` and ``valid_acc``) into a store of its own in a
+each, 10 with ``--quick``, then ``valid_loss`` and ``valid_acc``) into a store of its own in a
 temporary directory; they take turns, epoch by epoch, and the table shows
 the median epoch as µs per training step:
 
@@ -22,7 +22,8 @@ the median epoch as µs per training step:
 
 Without MLflow installed the script says so and measures nothing.
 
-Usage: ``python benchmarks/bench_mlflow.py [--quick] [--epochs N] [--table-json PATH]``.
+Usage: ``python benchmarks/bench_mlflow.py [--quick] [--epochs N] [--table-json PATH]``
+(``--quick``: 1 epoch of 10 steps each, after the warm-up one: a smoke run).
 """
 
 from __future__ import annotations
@@ -46,12 +47,13 @@ from _bench import (Row, Stopwatch, describe_machine, format_table,  # noqa: E40
 
 from tfsnippet.experiment.store import ResultsStore  # noqa: E402
 
-STEPS = 100
+STEPS = 100          # steps an epoch (QUICK_STEPS with --quick)
+QUICK_STEPS = 10
 
 
-def epoch_values(epoch: int) -> tuple[list[float], float, float]:
-    """The step losses, the validation loss and accuracy of an epoch (made up)."""
-    losses = [1. / (epoch + 1) + 0.001 * (s % 7) for s in range(STEPS)]
+def epoch_values(epoch: int, steps: int) -> tuple[list[float], float, float]:
+    """The `steps` losses, the validation loss and accuracy of an epoch (made up)."""
+    losses = [1. / (epoch + 1) + 0.001 * (s % 7) for s in range(steps)]
     return losses, 0.9 / (epoch + 1), 1. - 0.5 / (epoch + 1)
 
 
@@ -61,8 +63,8 @@ def mean_std(values: list[float]) -> dict[str, Any]:
     return {'mean': mean, 'std': var ** 0.5, 'count': len(values)}
 
 
-def contestants(root: str, mlflow: Any) -> dict[str, Callable[[Stopwatch], None]]:
-    """``{name: run}``: each call of a run records its next epoch, timed."""
+def contestants(root: str, mlflow: Any, steps: int) -> dict[str, Callable[[Stopwatch], None]]:
+    """``{name: run}``: each call of a run records its next epoch of `steps`, timed."""
     from tfsnippet.experiment.mlflow_mirror import MlflowMirror
 
     uri = f'sqlite:///{os.path.join(root, "mlflow.db")}'
@@ -78,16 +80,16 @@ def contestants(root: str, mlflow: Any) -> dict[str, Callable[[Stopwatch], None]
 
     def next_epoch(name: str) -> tuple[int, list[float], float, float]:
         epochs[name] += 1
-        return (epochs[name], *epoch_values(epochs[name]))
+        return (epochs[name], *epoch_values(epochs[name], steps))
 
     def mlflow_per_step(watch: Stopwatch, run_id: str, synchronous: bool) -> None:
         epoch, losses, valid_loss, valid_acc = next_epoch('sync' if synchronous else 'async')
-        first = (epoch - 1) * STEPS
+        first = (epoch - 1) * steps
         with watch:
             pending = [client.log_metric(run_id, 'loss', loss, step=first + i + 1,
                                          synchronous=synchronous)
                        for i, loss in enumerate(losses)]
-            step = first + STEPS
+            step = first + steps
             pending.append(client.log_metric(run_id, 'valid_loss', valid_loss, step=step,
                                              synchronous=synchronous))
             pending.append(client.log_metric(run_id, 'valid_acc', valid_acc, step=step,
@@ -99,13 +101,13 @@ def contestants(root: str, mlflow: Any) -> dict[str, Callable[[Stopwatch], None]
     def store_per_epoch(watch: Stopwatch) -> None:
         epoch, losses, valid_loss, valid_acc = next_epoch('store')
         with watch:
-            store.log_epoch_metrics('store', step=epoch * STEPS, epoch=epoch, metrics={
+            store.log_epoch_metrics('store', step=epoch * steps, epoch=epoch, metrics={
                 'loss': mean_std(losses), 'valid_loss': valid_loss, 'valid_acc': valid_acc})
 
     def mirror_per_epoch(watch: Stopwatch) -> None:
         epoch, losses, valid_loss, valid_acc = next_epoch('mirror')
         with watch:
-            mirror.log_epoch(step=epoch * STEPS, epoch=epoch, metrics={
+            mirror.log_epoch(step=epoch * steps, epoch=epoch, metrics={
                 'loss': sum(losses) / len(losses), 'valid_loss': valid_loss,
                 'valid_acc': valid_acc})
 
@@ -119,12 +121,14 @@ def contestants(root: str, mlflow: Any) -> dict[str, Callable[[Stopwatch], None]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--quick', action='store_true', help='3 epochs each (a smoke run)')
+    parser.add_argument('--quick', action='store_true',
+                        help=f'1 epoch of {QUICK_STEPS} steps each (a smoke run)')
     parser.add_argument('--epochs', type=int, default=None,
                         help='epochs recorded by each contestant (default 15)')
     parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
     args = parser.parse_args()
-    epochs = args.epochs or (3 if args.quick else 15)
+    epochs = args.epochs or (1 if args.quick else 15)
+    steps = QUICK_STEPS if args.quick else STEPS
 
     try:
         import mlflow
@@ -136,23 +140,23 @@ def main() -> None:
 
     print(describe_machine(tensorflow=False, extra={'MLflow': mlflow.__version__,
                                                     'SQLite': sqlite3.sqlite_version}))
-    print(f'{epochs} epochs of {STEPS} steps per contestant, taking turns epoch by epoch')
+    print(f'{epochs} epoch(s) of {steps} steps per contestant, taking turns epoch by epoch')
     with tempfile.TemporaryDirectory() as root:
-        runs = contestants(root, mlflow)
+        runs = contestants(root, mlflow, steps)
         for run in runs.values():     # warm-up: first writes create tables, caches
             run(Stopwatch())
         samples = time_alternating(runs, epochs)
 
-    per_step = {name: s.scaled(1e6 / STEPS) for name, s in samples.items()}
+    per_step = {name: s.scaled(1e6 / steps) for name, s in samples.items()}
     baseline_name = 'MLflow log_metric per step'
     baseline = per_step[baseline_name].median
     table = [(name, f'{s.median:,.1f}', f'{s.cpu_median:,.1f}', f'{s.median / baseline:.4f}')
              for name, s in per_step.items()]
-    print('\nSummary (µs per training step, median epoch of 100 steps)')
+    print(f'\nSummary (µs per training step, median epoch of {steps} steps)')
     print(format_table(('case', 'µs/step', 'cpu µs/step', 'ratio to per-step MLflow'),
                        table, align='lrrr'))
     print(f'\nload avg    {load_average()} (1/5/15 min) at end')
-    rows = [Row(f'record an epoch of {STEPS} steps: {name}', f'{baseline_name} (SQLite)',
+    rows = [Row(f'record an epoch of {steps} steps: {name}', f'{baseline_name} (SQLite)',
                 baseline, per_step[name].median, 'µs/step')
             for name in per_step if name != baseline_name]
     write_rows(args.table_json, rows)

@@ -66,7 +66,7 @@ def run_style(style: str, quick: bool) -> dict[str, float]:
     if style == 'graph':
         tf.compat.v1.disable_eager_execution()
     n_params = 1_000_000 if quick else 10_000_000
-    repeats = 3 if quick else 7
+    repeats = 1 if quick else 7
     variables, model = _model_variables(style, n_params)
     total = sum(int(np.prod(v.shape)) for v in variables)
     sess = None
@@ -113,7 +113,7 @@ def run_style(style: str, quick: bool) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--quick', action='store_true', help='1M parameters, 3 repeats')
+    parser.add_argument('--quick', action='store_true', help='1M parameters, 1 repeat')
     parser.add_argument('--style', choices=['all', 'eager', 'graph'], default='all')
     parser.add_argument('--json', action='store_true', help=argparse.SUPPRESS)
     parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')

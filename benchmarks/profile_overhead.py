@@ -64,6 +64,7 @@ ROOT = '_profiled_runs'
 #: frames that belong to calling a ``tf.function`` (the step itself)
 STEP_FILES = ('polymorphic_function.py', 'traceback_utils.py')
 EPOCHS = {'trainer': 20, 'mirrored': 3}
+QUICK_EPOCHS = 2   # the Trainer case's runs with --quick (section 2)
 MARK = 'PROFILED '   # the child's line of figures (py-spy prints to the same stdout)
 
 
@@ -134,14 +135,15 @@ def read_profile(lines: Iterable[str], root: str = ROOT,
 
 # ------------------------------------------------------------ the cases
 class TrainerCase:
-    """The digits MLP (64-128-10, SGD) of ``bench_trainer.py``, eager."""
+    """The digits MLP (64-128-10, SGD) of ``bench_trainer.py``, eager; `epochs` a run."""
 
-    def __init__(self) -> None:
+    def __init__(self, epochs: int = EPOCHS['trainer']) -> None:
         import tfsnippet as spt
         from bench_trainer import eager_mlp
 
         self.batches, model, _, self.step = eager_mlp()
         self.steps_per_epoch = len(self.batches)
+        self.epochs = epochs
         self.spt, self.variables = spt, model.trainable_variables
 
     def bare(self, step: Callable[..., Any] | None = None,
@@ -149,7 +151,7 @@ class TrainerCase:
              ) -> None:
         """The hand-written loop; `pad` runs after each step and `epoch_pad` at each epoch end."""
         step = step or self.step
-        for _ in range(EPOCHS['trainer']):
+        for _ in range(self.epochs):
             for bx, by in self.batches:
                 step(bx, by)
                 if pad is not None:
@@ -159,7 +161,7 @@ class TrainerCase:
 
     def trainer(self, step: Callable[..., Any] | None = None) -> None:
         """The same epochs driven by ``Trainer``, with a log line per epoch."""
-        with self.spt.TrainLoop(self.variables, max_epoch=EPOCHS['trainer'],
+        with self.spt.TrainLoop(self.variables, max_epoch=self.epochs,
                                 print_func=lambda line: None) as loop:
             trainer = self.spt.Trainer(loop, step or self.step, data_flow=self.batches)
             trainer.log_after_epochs(1)
@@ -205,7 +207,8 @@ def child_main(case: str, contestant: str, seconds: float) -> int:
     start = time.perf_counter()
     count = _profiled_runs(run, seconds)
     elapsed = time.perf_counter() - start
-    print(MARK + json.dumps({'runs': count, 'us_per_step': elapsed / (count * steps) * 1e6}), flush=True)
+    print(MARK + json.dumps({"runs": count, "us_per_step": elapsed / (count * steps) * 1e6}),
+          flush=True)
     return 0
 
 
@@ -313,8 +316,8 @@ def trainer_warm_cost(case: TrainerCase, rounds: int) -> tuple[float, float]:
     return max(step, 0.), max(epoch - step, 0.)
 
 
-def padded_section(quads: int, warm_rounds: int) -> None:
-    case = TrainerCase()
+def padded_section(quads: int, warm_rounds: int, epochs: int = EPOCHS['trainer']) -> None:
+    case = TrainerCase(epochs)
     step_cost, epoch_cost = trainer_warm_cost(case, warm_rounds)
     pad = Pad()
     step_pad, epoch_pad = pad.sized(step_cost), pad.sized(epoch_cost)
@@ -330,7 +333,7 @@ def padded_section(quads: int, warm_rounds: int) -> None:
         run()
     samples = time_alternating({k: whole_call(v) for k, v in runs.items()}, quads, quads=True,
                                cpu_clock=time.thread_time)
-    steps = EPOCHS['trainer'] * case.steps_per_epoch
+    steps = epochs * case.steps_per_epoch
     base = samples['bare']
     rows = []
     for name, s in samples.items():
@@ -345,7 +348,7 @@ def padded_section(quads: int, warm_rounds: int) -> None:
                      f'{ratio.median:.3f}', f'{low:.3f}-{high:.3f}'])
     print(format_table(['loop', 'µs/step', 'extra µs/step', 'speed vs bare',
                         '95% interval'], rows, 'lrrrr'))
-    print(f'  ({quads} quads of {EPOCHS["trainer"]}-epoch runs: the median quad, and the '
+    print(f'  ({quads} quads of {epochs}-epoch runs: the median quad, and the '
           f'medians of the quads\' differences and ratios against the bare loop)\n')
 
 
@@ -391,7 +394,8 @@ def main() -> int:
     if 'trainer' in cases:
         print('2. The same amount of Python, not the Trainer\'s (eager, digits MLP)\n',
               flush=True)
-        padded_section(quads=2 if args.quick else 15, warm_rounds=2 if args.quick else 20)
+        padded_section(quads=2 if args.quick else 15, warm_rounds=2 if args.quick else 20,
+                       epochs=QUICK_EPOCHS if args.quick else EPOCHS['trainer'])
     return 0
 
 

@@ -22,10 +22,16 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+if '--quick' in sys.argv[1:]:
+    # Before numpy is imported: the scripts run in this process then, and
+    # bench_dataflow's one BLAS thread per Python thread must hold for all of
+    # them (OpenBLAS's idle threads would spin meanwhile, burning a core).
+    os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
 
 from _bench import Row, describe_machine, format_table, met_text, read_rows  # noqa: E402
 from _shared import run_quick, scratch_dir  # noqa: E402
@@ -36,6 +42,11 @@ SCRIPTS = ['bench_train_loop.py', 'bench_state.py', 'bench_dataflow.py', 'bench_
            'bench_components.py', 'bench_tfdata_checkpoint.py', 'bench_object_store.py',
            'bench_search.py', 'bench_checkpoint_store.py', 'bench_memory.py',
            'bench_health_checks.py', 'bench_health.py']
+
+
+def _read(path: str) -> str:
+    with open(path, encoding='utf-8') as f:
+        return f.read()
 
 
 def _fmt(value: float) -> str:
@@ -69,7 +80,12 @@ def main() -> int:
     if args.quick:
         with scratch_dir() as tmp:
             out_dir = args.output_dir or tmp
+            started = time.perf_counter()
             failed = run_quick(SCRIPTS, out_dir)
+            took = time.perf_counter() - started
+            print(f'--quick: {took:.1f} s in all; each script (wall s): ' + ', '.join(
+                f'{script} {_read(os.path.join(out_dir, script + ".secs"))}'
+                for script in SCRIPTS))
             for script in SCRIPTS:
                 if script in failed:
                     print(f'{script} failed:')

@@ -162,6 +162,21 @@ def s3_server():
     server.stop()
 
 
+@pytest.fixture(scope='session')
+def fork_server():
+    """One process that imported numpy, TensorFlow, Keras and ``sklearn.datasets``, for
+    the whole session: kill, crash and example tests fork their scripts' runs from it
+    (`tests.helpers.forkserver`), each a process of its own without an import of its own."""
+    from tests.helpers.forkserver import ForkServer
+    root = str(Path(__file__).resolve().parents[1])   # the runs import tfsnippet, tests.helpers
+    path = os.pathsep.join(p for p in (root, os.environ.get('PYTHONPATH')) if p)
+    forks = ForkServer(('numpy', 'tensorflow', 'keras', 'sklearn.datasets'),
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='',
+                                PYTHONPATH=path))
+    yield forks
+    forks.close()
+
+
 @pytest.fixture
 def s3_bucket(s3_server):
     """The ``s3://`` URL of a fresh, empty bucket on the session's moto server."""

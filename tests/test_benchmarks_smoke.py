@@ -178,8 +178,9 @@ def test_bench_mlflow_quick_run_prints_the_table(quick):
         assert column in lines[1], lines[1]
     cases = [line.split('  ')[0].strip() for line in lines[3:3 + len(MLFLOW_ROWS)]]
     assert cases == list(MLFLOW_ROWS), summary
+    assert '1 epoch(s) of 10 steps per contestant' in out     # the quick size
     rows = quick.rows(MLFLOW_SCRIPT.name)
-    assert [r['case'] for r in rows] == [f'record an epoch of 100 steps: {name}'
+    assert [r['case'] for r in rows] == [f'record an epoch of 10 steps: {name}'
                                          for name in MLFLOW_ROWS[1:]]
     assert all(r['unit'] == 'µs/step' and r['value'] > 0 for r in rows), rows
 
@@ -642,6 +643,10 @@ def test_bench_health_quick_run_prints_the_weight_average_rows(quick):
 def test_run_all_quick_prints_every_scripts_rows_in_one_table(quick):
     assert quick.proc.returncode == 0, quick.proc.stdout[-3000:] + quick.proc.stderr[-3000:]
     out = quick.proc.stdout
+    took = re.search(r'^--quick: [\d.]+ s in all; each script \(wall s\): (.*)$', out, re.M)
+    assert took, out[-3000:]
+    assert re.findall(r'(bench_\w+\.py) [\d.]+', took[1]) == [
+        name for name in took[1].split()[::2]]          # one figure a script
     table = out[out.index('(--quick: smoke sizes, not figures)'):]
     header = next(line for line in table.splitlines() if line.startswith('case '))
     assert re.split(r'\s{2,}', header.strip()) == [

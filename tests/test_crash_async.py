@@ -33,7 +33,6 @@ import numpy as np
 import pytest
 
 import tfsnippet as spt
-from tests.helpers.forkserver import ForkServer
 from tfsnippet.scaffold.checkpoint.store import INDEX_FILE, CheckpointStore
 
 # how long a child may run before the test gives up on it (a guard, not a wait)
@@ -142,11 +141,10 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', CUDA_VISIBLE_DEVICES='')
 
 
 @pytest.fixture(scope='module')
-def server():
-    """Forks each run of the script from one process that imported TensorFlow."""
-    forks = ForkServer(('numpy', 'tensorflow'), env=ENV)
-    yield forks
-    forks.close()
+def server(fork_server):
+    """Forks each run from the session's process that imported TensorFlow (``fork_server``,
+    tests/conftest.py)."""
+    return fork_server
 
 
 class Child:

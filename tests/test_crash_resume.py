@@ -33,7 +33,6 @@ import pytest
 import tensorflow as tf
 
 from tests.helpers import checkpoint_index, checkpoint_listing, checkpoint_path
-from tests.helpers.forkserver import ForkServer
 
 # how long a script may run before the test gives up on it (a guard, not a wait)
 LIMIT = 120
@@ -205,11 +204,10 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
 
 
 @pytest.fixture(scope='module')
-def server():
-    """Forks each run of a script from one process that imported TensorFlow and Keras."""
-    forks = ForkServer(('numpy', 'tensorflow', 'keras'), env=ENV)
-    yield forks
-    forks.close()
+def server(fork_server):
+    """Forks each run from the session's process that imported TensorFlow (``fork_server``,
+    tests/conftest.py)."""
+    return fork_server
 
 
 class Job:

@@ -19,9 +19,10 @@ SCRIPT = EXAMPLES_DIR / 'multitask_digits.py'
 
 
 @pytest.fixture(scope='module')
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, fork_server):
     """``{name: Run}``: 'eager', then 'graph' in the same directory; then 'graph on eager'
-    (the graph style pointed at the eager run's folder), beside 'graph'."""
+    (the graph style pointed at the eager run's folder), beside 'graph'; forked from the
+    session's server (``fork_server``)."""
     work_dir = tmp_path_factory.mktemp('multitask_folders')
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
     runs = {'eager': Run([SCRIPT, '--epochs', 1], cwd=work_dir),
@@ -30,10 +31,10 @@ def runs(tmp_path_factory):
                                    os.path.join('runs', 'multitask_digits_eager')],
                                   cwd=work_dir)}
     try:
-        runs['eager'].start(env)
+        runs['eager'].start(env, fork_server)
         runs['eager'].wait()
         for name in ('graph', 'graph on eager'):   # different folders: side by side
-            runs[name].start(env)
+            runs[name].start(env, fork_server)
         for name in ('graph', 'graph on eager'):
             runs[name].wait()
     finally:

@@ -31,7 +31,6 @@ pytest.importorskip(
     reason='reading the event files needs tensorboard (`pip install ".[test]"`)')
 
 from tests.helpers import read_scalars  # noqa: E402
-from tests.helpers.forkserver import ForkServer  # noqa: E402
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = ROOT_DIR / 'examples'
@@ -130,11 +129,10 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
 
 
 @pytest.fixture(scope='module')
-def server():
-    """Forks the example runs from one process that imported their heavy modules."""
-    forks = ForkServer(('numpy', 'tensorflow', 'keras', 'sklearn.datasets'), env=ENV)
-    yield forks
-    forks.close()
+def server(fork_server):
+    """Forks each run from the session's process that imported TensorFlow (``fork_server``,
+    tests/conftest.py)."""
+    return fork_server
 
 
 @pytest.fixture(scope='module')

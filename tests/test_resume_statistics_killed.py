@@ -13,8 +13,6 @@ tests/scaffold/test_resumed_epoch_statistics.py.
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
@@ -171,11 +169,11 @@ else:
 '''
 
 
-def run_script(script, style, root, phase):
+def run_script(server, script, style, root, phase):
+    """A run of `script`, forked by `server` (the session's ``fork_server``)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
-    return subprocess.run([sys.executable, script, style, str(root), phase], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=LIMIT, cwd=str(root))
+    return server.run([script, style, root, phase], env=env, timeout=LIMIT, cwd=root,
+                      stderr_to_stdout=True)
 
 
 def read(root, name):
@@ -212,15 +210,15 @@ def stats_without_times(rows):
 
 @pytest.mark.parametrize('style', ['eager', 'graph'])
 def test_a_run_killed_inside_an_epoch_resumes_recording_what_an_uninterrupted_run_does(
-        style, tmp_path):
+        style, tmp_path, fork_server):
     import numpy as np
     from tfsnippet.experiment.store import ResultsStore
 
     script = tmp_path / 'train.py'
     script.write_text(SCRIPT)
-    first = run_script(script, style, tmp_path, 'first')
+    first = run_script(fork_server, script, style, tmp_path, 'first')
     assert first.returncode == -signal.SIGKILL, first.stdout[-3000:]
-    second = run_script(script, style, tmp_path, 'second')
+    second = run_script(fork_server, script, style, tmp_path, 'second')
     assert second.returncode == 0, second.stdout[-3000:]
 
     want_lines = read(tmp_path, 'reference-lines-first')

@@ -30,7 +30,10 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -51,17 +54,48 @@ TIMEOUT = 240.           # a guard against a hung run, not an expected duration
 
 
 class Run:
-    """One command, started at once; :meth:`wait` bounds it and keeps its output."""
+    """One command, started at once; :meth:`wait` bounds it and keeps its output.
 
-    def __init__(self, args: list[str]):
+    With `server` (the session's ``fork_server``) a one-process run is forked from it,
+    its output going to files; a launch (its own tasks' processes) is started anew."""
+
+    def __init__(self, args: list[str], server: Any = None):
         self.args = [sys.executable, *args]
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=_env(), cwd=str(ROOT),
-                                     start_new_session=True)
+        self.files: list[Any] = []
+        if server is None:
+            self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True, env=_env(),
+                                         cwd=str(ROOT), start_new_session=True)
+        else:
+            self.files = [tempfile.TemporaryFile('w+'), tempfile.TemporaryFile('w+')]
+            self.proc = server.start(args, cwd=ROOT, env=_env(), stdout=self.files[0],
+                                     stderr=self.files[1])
         self.out = self.err = ''
         self.code: int | None = None
 
+    def _wait_forked(self) -> None:
+        timed_out = []
+        guard = threading.Timer(TIMEOUT, lambda: (timed_out.append(1), self.proc.kill()))
+        guard.start()
+        try:
+            self.code = self.proc.wait()
+        finally:
+            guard.cancel()
+        self.out, self.err = (self._read(f) for f in self.files)
+        if timed_out:
+            self.code = -1
+            pytest.fail(f'{self} ran over {TIMEOUT} s:\n{self.report()}')
+
+    @staticmethod
+    def _read(f: Any) -> str:
+        f.seek(0)
+        text = f.read()
+        f.close()
+        return text
+
     def wait(self) -> Run:
+        if self.code is None and self.files:
+            self._wait_forked()
         if self.code is None:
             try:
                 self.out, self.err = self.proc.communicate(timeout=TIMEOUT)
@@ -79,6 +113,11 @@ class Run:
         return self
 
     def kill(self) -> None:
+        if self.files:
+            if self.code is None:
+                self.proc.kill()
+                self.proc.wait()
+            return
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.communicate()
@@ -103,8 +142,9 @@ def launch(workers: int, *args: object) -> list[str]:
 
 
 @pytest.fixture(scope='module')
-def runs(tmp_path_factory):
-    """Every run of the module, started together; ``{name: (Run, run folder)}``."""
+def runs(tmp_path_factory, fork_server):
+    """Every run of the module, started together; ``{name: (Run, run folder)}``; the
+    one-process runs forked from the session's server."""
     tmp = tmp_path_factory.mktemp('digits')
     specs = {
         # no strategy at all: the same training code on TensorFlow's default strategy
@@ -129,7 +169,9 @@ def runs(tmp_path_factory):
         for name, (args, folder) in specs.items():
             if name in ('none', 'one', 'mirrored', 'killed'):
                 args = [*args, '--output-dir', str(folder)]
-            started[name] = (Run([*args, *COMMON]), folder)
+            one_process = name in ('none', 'one', 'mirrored')
+            started[name] = (Run([*args, *COMMON], fork_server if one_process else None),
+                             folder)
         yield started
     finally:
         for run, _ in started.values():

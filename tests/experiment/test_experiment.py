@@ -474,13 +474,13 @@ def test_hparams_and_final_metrics_are_read_back_by_tensorboard(tmp_path, fake_c
 
 
 # ------------------------------------------------------------------ several workers, killed runs
-def _run_script(tmp_path, source, env_extra, timeout=120):
+def _run_script(server, tmp_path, source, env_extra, timeout=120):
+    """A run of `source`, forked by `server` (the session's ``fork_server``)."""
     script = tmp_path / 'script.py'
     script.write_text(textwrap.dedent(source))
     env = dict(os.environ, PYTHONPATH=str(REPO), **env_extra)
-    return subprocess.run([sys.executable, str(script)], cwd=str(tmp_path), env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=timeout)
+    return server.run([script], cwd=tmp_path, env=env, timeout=timeout,
+                      stderr_to_stdout=True)
 
 
 CHIEF_SCRIPT = """
@@ -498,16 +498,16 @@ CHIEF_SCRIPT = """
 """
 
 
-def test_only_the_chief_writes_under_multi_worker_training(tmp_path):
+def test_only_the_chief_writes_under_multi_worker_training(tmp_path, fork_server):
     cluster = {'chief': ['127.0.0.1:1'], 'worker': ['127.0.0.1:2']}
     worker = json.dumps({'cluster': cluster, 'task': {'type': 'worker', 'index': 0}})
-    proc = _run_script(tmp_path, CHIEF_SCRIPT, {'TF_CONFIG': worker})
+    proc = _run_script(fork_server, tmp_path, CHIEF_SCRIPT, {'TF_CONFIG': worker})
     assert proc.returncode == 0, proc.stdout
     assert 'is_chief False store False' in proc.stdout
     assert not (tmp_path / 'runs').exists()
 
     chief = json.dumps({'cluster': cluster, 'task': {'type': 'chief', 'index': 0}})
-    proc = _run_script(tmp_path, CHIEF_SCRIPT, {'TF_CONFIG': chief})
+    proc = _run_script(fork_server, tmp_path, CHIEF_SCRIPT, {'TF_CONFIG': chief})
     assert proc.returncode == 0, proc.stdout
     assert 'is_chief True store True' in proc.stdout
     with ResultsStore(tmp_path / 'runs', create=False) as store:
@@ -529,8 +529,9 @@ KILLED_SCRIPT = """
 """
 
 
-def test_a_killed_run_shows_as_stale_with_what_it_recorded(tmp_path, fake_clock):
-    proc = _run_script(tmp_path, KILLED_SCRIPT, {})
+def test_a_killed_run_shows_as_stale_with_what_it_recorded(tmp_path, fake_clock,
+                                                          fork_server):
+    proc = _run_script(fork_server, tmp_path, KILLED_SCRIPT, {})
     assert proc.returncode == -signal.SIGKILL, proc.stdout
     with ResultsStore(tmp_path / 'runs', stale_after=600.) as store:
         assert store.get_run('killed').status == 'running'   # not stale yet

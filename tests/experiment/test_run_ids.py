@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -93,16 +91,15 @@ SCRIPT = """
 """
 
 
-def test_a_restarted_chief_resumes_the_launch_s_run(tmp_path):
+def test_a_restarted_chief_resumes_the_launch_s_run(tmp_path, fork_server):
     (tmp_path / 'script.py').write_text(textwrap.dedent(SCRIPT))
     env = {k: v for k, v in os.environ.items() if k not in CLUSTER_VARS}
     env.update(PYTHONPATH=str(REPO), TFSNIPPET_RUN_ID='20260101-000000-abcdef',
                TF_CONFIG=two_workers(0))
     outputs = []
     for _ in range(2):   # the first start, then the restart
-        proc = subprocess.run([sys.executable, 'script.py'], cwd=tmp_path, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=120)
+        proc = fork_server.run([tmp_path / 'script.py'], cwd=tmp_path, env=env, timeout=120,
+                               stderr_to_stdout=True)
         assert proc.returncode == 0, proc.stdout
         outputs.append(proc.stdout)
     assert 'run 20260101-000000-abcdef chief True' in outputs[0]

@@ -8,8 +8,8 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 
 import tfsnippet as spt
@@ -59,20 +59,20 @@ def job_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def start(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def start(server: Any, tmp_path: Path, env: dict[str, str]
+          ) -> subprocess.CompletedProcess[str]:
+    """A run of the training script, forked by `server` (the session's ``fork_server``)."""
     (tmp_path / 'train.py').write_text(SCRIPT)
-    return subprocess.run([sys.executable, 'train.py'], cwd=tmp_path, env=env,
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, timeout=180)
+    return server.run([tmp_path / 'train.py'], cwd=tmp_path, env=env, timeout=180)
 
 
 def status(tmp_path: Path) -> str:
     return json.loads((tmp_path / 'runs' / 'slurm-4242' / 'run.json').read_text())['status']
 
 
-def test_a_requeued_one_task_job_continues_its_run(tmp_path):
+def test_a_requeued_one_task_job_continues_its_run(tmp_path, fork_server):
     env = job_env(tmp_path)   # the batch script runs the training itself (no srun)
-    first = start(tmp_path, env)
+    first = start(fork_server, tmp_path, env)
     assert first.returncode == 143, first.stderr[-3000:]
     lines = first.stdout.splitlines()
     assert lines[0] == 'run slurm-4242 resumed False'
@@ -81,7 +81,7 @@ def test_a_requeued_one_task_job_continues_its_run(tmp_path):
     assert status(tmp_path) == 'preempted'
 
     # SLURM starts the requeued job again: the same job id, a restart count
-    second = start(tmp_path, dict(env, SLURM_RESTART_COUNT='1'))
+    second = start(fork_server, tmp_path, dict(env, SLURM_RESTART_COUNT='1'))
     assert second.returncode == 0, second.stderr[-3000:]
     lines = second.stdout.splitlines()
     assert lines[0].startswith("Resuming run 'slurm-4242' in ")

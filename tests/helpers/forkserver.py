@@ -153,6 +153,36 @@ class ForkServer:
                     os.close(fd)
         return Forked(self, self._started.pop(request_id), **ours)
 
+    def run(self, argv, *, cwd, env, timeout, stderr_to_stdout=False):
+        """Fork a run of ``argv[0]`` with ``argv[1:]`` and wait for its end, as
+        ``subprocess.run(..., stdin=DEVNULL, capture_output=True, text=True)`` would:
+        a ``subprocess.CompletedProcess`` (stderr in stdout with `stderr_to_stdout`).
+        Killed after `timeout` seconds: ``subprocess.TimeoutExpired`` then."""
+        import tempfile
+        with tempfile.TemporaryFile('w+') as out, tempfile.TemporaryFile('w+') as err:
+            proc = self.start(argv, cwd=cwd, env=env, stdout=out,
+                              stderr=out if stderr_to_stdout else err)
+            timed_out = []
+
+            def kill():
+                timed_out.append(True)
+                proc.kill()
+
+            guard = threading.Timer(timeout, kill)
+            guard.start()
+            try:
+                code = proc.wait()
+            finally:
+                guard.cancel()
+            texts = []
+            for f in (out, err):
+                f.seek(0)
+                texts.append(f.read())
+        if timed_out:
+            raise subprocess.TimeoutExpired([str(a) for a in argv], timeout, texts[0], texts[1])
+        return subprocess.CompletedProcess([str(a) for a in argv], code, texts[0],
+                                           None if stderr_to_stdout else texts[1])
+
     def wait(self, pid):
         """The wait status of `pid` (a child of the server), once it ended."""
         with self._lock:

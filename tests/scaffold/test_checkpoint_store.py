@@ -603,13 +603,12 @@ say('FINISHED')
 '''
 
 
-def run_tf_child(tmp_path, root, *options):
+def run_tf_child(server, tmp_path, root, *options):
+    """A run of the TensorFlow script, forked by `server` (the session's ``fork_server``)."""
     script = tmp_path / 'train.py'
     script.write_text(TF_CHILD)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
-    return subprocess.run([sys.executable, str(script), str(root), *map(str, options)],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=env, timeout=LIMIT)
+    return server.run([script, root, *options], cwd=tmp_path, env=env, timeout=LIMIT)
 
 
 def resume_here(root):
@@ -638,9 +637,11 @@ def resumed_line(root, step):
     ('os.rename:4', ckpt(1)),           # before the pruned checkpoint is renamed
     ('os.unlink:2', '.doomed-'),        # inside its deletion: one file is gone
 ], ids=['before-rename', 'inside-rmtree'])
-def test_killed_while_pruning_resumes_from_the_newest_eager(tmp_path, kill, leftover):
+def test_killed_while_pruning_resumes_from_the_newest_eager(tmp_path, kill, leftover,
+                                                           fork_server):
     root = tmp_path / 'run'
-    proc = run_tf_child(tmp_path, root, '--steps', 3, '--max-to-keep', 2, '--kill', kill)
+    proc = run_tf_child(fork_server, tmp_path, root, '--steps', 3, '--max-to-keep', 2,
+                        '--kill', kill)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     assert 'ENTERED step=0 w=0.0' in proc.stdout and 'FINISHED' not in proc.stdout
     # killed in the third save, after its index was written
@@ -670,11 +671,12 @@ def three_checkpoints(tmp_path_factory):
 
 
 def test_killed_between_the_renames_of_a_same_step_save_keeps_the_old_one(
-        tmp_path, three_checkpoints):
+        tmp_path, three_checkpoints, fork_server):
     root = tmp_path / 'run'
     shutil.copytree(three_checkpoints, root)
     # a fresh run (w from 100) saves step 1 again: killed before its rename into place
-    proc = run_tf_child(tmp_path, root, '--steps', 1, '--fresh', '--kill', 'os.rename:2')
+    proc = run_tf_child(fork_server, tmp_path, root, '--steps', 1, '--fresh',
+                        '--kill', 'os.rename:2')
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     assert 'ENTERED step=0 w=100.0' in proc.stdout
     entries = folder(root)
@@ -691,11 +693,12 @@ def test_killed_between_the_renames_of_a_same_step_save_keeps_the_old_one(
 
 
 def test_killed_after_the_rename_of_a_same_step_save_resumes_from_it(
-        tmp_path, three_checkpoints):
+        tmp_path, three_checkpoints, fork_server):
     root = tmp_path / 'run'
     shutil.copytree(three_checkpoints, root)
     # committed: killed when about to write the index
-    proc = run_tf_child(tmp_path, root, '--steps', 1, '--fresh', '--kill', 'os.replace:1')
+    proc = run_tf_child(fork_server, tmp_path, root, '--steps', 1, '--fresh',
+                        '--kill', 'os.replace:1')
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     assert index_of(root / 'checkpoint') == [ckpt(1), ckpt(2), ckpt(3)]
     assert saved_w(os.path.join(str(root), 'checkpoint', ckpt(1))) == 101.
@@ -707,16 +710,16 @@ def test_killed_after_the_rename_of_a_same_step_save_resumes_from_it(
     assert index_of(root / 'checkpoint') == [ckpt(2), ckpt(3), ckpt(1)]
 
 
-def test_killed_while_pruning_resumes_from_the_newest_graph(tmp_path):
+def test_killed_while_pruning_resumes_from_the_newest_graph(tmp_path, fork_server):
     root = tmp_path / 'run'
-    proc = run_tf_child(tmp_path, root, '--graph', '--steps', 3, '--max-to-keep', 2,
+    proc = run_tf_child(fork_server, tmp_path, root, '--graph', '--steps', 3, '--max-to-keep', 2,
                         '--kill', 'os.rename:4')
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     assert 'ENTERED step=0 w=0.0' in proc.stdout
     assert index_of(root / 'checkpoint') == [ckpt(2), ckpt(3)]
     assert folder(root) == [ckpt(1), ckpt(2), ckpt(3), INDEX_FILE]   # 1: a leftover
 
-    proc = run_tf_child(tmp_path, root, '--graph', '--max-to-keep', 2)
+    proc = run_tf_child(fork_server, tmp_path, root, '--graph', '--max-to-keep', 2)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.splitlines() == [resumed_line(root, 3), 'ENTERED step=3 w=3.0',
                                         'FINISHED']

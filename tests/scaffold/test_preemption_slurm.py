@@ -7,9 +7,11 @@ import re
 import signal
 import stat
 import subprocess
-import sys
+import tempfile
+import threading
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tensorflow as tf
@@ -62,36 +64,43 @@ def slurm_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def run_job(tmp_path: Path, env: dict[str, str], mode: str,
+def run_job(server: Any, tmp_path: Path, env: dict[str, str], mode: str,
             signum: int | None = None) -> subprocess.CompletedProcess[str]:
+    """A run of the job's script, forked by `server` (the session's ``fork_server``);
+    with `signum`, that signal is sent once it printed ``at step 6``."""
     (tmp_path / 'train.py').write_text(SCRIPT)
-    proc = subprocess.Popen([sys.executable, str(tmp_path / 'train.py'), str(tmp_path / 'run'),
-                             mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout is not None and proc.stdin is not None
-        if signum is not None:
+    argv = [tmp_path / 'train.py', tmp_path / 'run', mode]
+    with tempfile.TemporaryFile('w+') as stderr:
+        proc = server.start(argv, cwd=tmp_path, env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=stderr)
+        guard = threading.Timer(120, proc.kill)   # the bound on the whole run
+        guard.start()
+        try:
             lines = []
-            for line in proc.stdout:   # bounded: the child is killed past the timeout below
-                lines.append(line)
-                if line.startswith('at step 6'):
-                    break
-            proc.send_signal(signum)
-            proc.stdin.write('\n')
-            proc.stdin.flush()
-        out, err = proc.communicate(timeout=120)
-        if signum is not None:
-            out = ''.join(lines) + out
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+            if signum is not None:
+                for line in proc.stdout:
+                    lines.append(line)
+                    if line.startswith('at step 6'):
+                        break
+                proc.send_signal(signum)
+                proc.stdin.write('\n')
+                proc.stdin.flush()
+            out = ''.join(lines) + proc.stdout.read()
+            code = proc.wait()
+        finally:
+            guard.cancel()
+            proc.kill()      # (nothing, once it ended)
             proc.wait()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+            proc.stdin.close()
+            proc.stdout.close()
+        stderr.seek(0)
+        err = stderr.read()
+    return subprocess.CompletedProcess([str(a) for a in argv], code, out, err)
 
 
-def test_sigusr1_saves_requeues_the_job_and_the_requeued_job_resumes(tmp_path):
+def test_sigusr1_saves_requeues_the_job_and_the_requeued_job_resumes(tmp_path, fork_server):
     env = slurm_env(tmp_path)
-    first = run_job(tmp_path, env, 'first', signal.SIGUSR1)
+    first = run_job(fork_server, tmp_path, env, 'first', signal.SIGUSR1)
     assert first.returncode == 143, first.stderr[-2000:]
     out = first.stdout.splitlines()
     assert out[:2] == ['body 1', 'at step 6']
@@ -101,7 +110,7 @@ def test_sigusr1_saves_requeues_the_job_and_the_requeued_job_resumes(tmp_path):
     assert len(out) == 3
     assert (tmp_path / 'scontrol.log').read_text() == 'requeue 4242\n'
     # SLURM starts the requeued job again, with the same job id
-    second = run_job(tmp_path, env, 'requeued')
+    second = run_job(fork_server, tmp_path, env, 'requeued')
     assert second.returncode == 0, second.stderr[-2000:]
     lines = second.stdout.splitlines()
     assert lines[0].startswith('Resume training: epoch 2, step 6, from checkpoint ')
@@ -109,18 +118,18 @@ def test_sigusr1_saves_requeues_the_job_and_the_requeued_job_resumes(tmp_path):
     assert (tmp_path / 'scontrol.log').read_text() == 'requeue 4242\n'
 
 
-def test_sigterm_under_slurm_saves_and_exits_without_requeueing(tmp_path):
-    first = run_job(tmp_path, slurm_env(tmp_path), 'first', signal.SIGTERM)
+def test_sigterm_under_slurm_saves_and_exits_without_requeueing(tmp_path, fork_server):
+    first = run_job(fork_server, tmp_path, slurm_env(tmp_path), 'first', signal.SIGTERM)
     assert first.returncode == 143, first.stderr[-2000:]
     assert first.stdout.splitlines()[2].endswith(
         'exiting with status 143, the next start resumes from it')
     assert not (tmp_path / 'scontrol.log').exists()
 
 
-def test_a_failed_requeue_is_said_and_the_job_still_exits_143(tmp_path):
+def test_a_failed_requeue_is_said_and_the_job_still_exits_143(tmp_path, fork_server):
     env = slurm_env(tmp_path, TFSNIPPET_SLURM_SIGNAL='USR2')
     fake_scontrol(tmp_path, status=1)
-    first = run_job(tmp_path, env, 'first', signal.SIGUSR2)
+    first = run_job(fork_server, tmp_path, env, 'first', signal.SIGUSR2)
     assert first.returncode == 143, first.stderr[-2000:]
     line = first.stdout.splitlines()[2]
     assert 'could not requeue SLURM job 4242: `scontrol requeue 4242` exited with status 1' \

@@ -10,8 +10,6 @@ import os
 import pathlib
 import re
 import signal
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -217,23 +215,23 @@ print('final', float(w.numpy()), flush=True)
 REPO = str(pathlib.Path(__file__).resolve().parents[2])   # the script imports tests.helpers
 
 
-def run_script(tmp_path, mode):
+def run_script(server, tmp_path, mode):
+    """A run of the script, forked by `server` (the session's ``fork_server``)."""
     script = tmp_path / 'train.py'
     script.write_text(textwrap.dedent(PREEMPTED_SCRIPT.format()))
-    return subprocess.run([sys.executable, str(script), str(tmp_path / 'run'), mode],
-                          capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', PYTHONPATH=REPO))
+    return server.run([script, tmp_path / 'run', mode], cwd=tmp_path, timeout=120,
+                      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', PYTHONPATH=REPO))
 
 
-def test_sigterm_saves_at_the_step_boundary_exits_143_and_resumes_there(tmp_path):
-    first = run_script(tmp_path, 'kill')
+def test_sigterm_saves_at_the_step_boundary_exits_143_and_resumes_there(tmp_path, fork_server):
+    first = run_script(fork_server, tmp_path, 'kill')
     assert first.returncode == 143, first.stderr[-2000:]
     out = first.stdout.splitlines()
     assert out[0] == 'body 1'
     assert out[1].startswith('Preempted by SIGTERM at epoch 2, step 6: saved checkpoint ')
     assert out[1].endswith('exiting with status 143, the next start resumes from it')
     assert len(out) == 2                         # epoch 2's body did not run
-    second = run_script(tmp_path, 'resume')
+    second = run_script(fork_server, tmp_path, 'resume')
     assert second.returncode == 0, second.stderr[-2000:]
     lines = second.stdout.splitlines()
     assert lines[0].startswith('Resume training: epoch 2, step 6, from checkpoint ')

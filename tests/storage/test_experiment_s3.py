@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -236,22 +237,33 @@ WORKER = textwrap.dedent('''
 ''')
 
 
-def test_four_jobs_writing_one_root_at_once_lose_nothing(s3_bucket, tmp_path, capsys):
-    # four processes started together (not threads): each its own S3 client
+def test_four_jobs_writing_one_root_at_once_lose_nothing(s3_bucket, tmp_path, capsys,
+                                                         fork_server):
+    # four processes started together (not threads), forked from the session's server
+    # (which made no S3 client): each its own S3 client
     root = f'{s3_bucket}/runs'
     script = tmp_path / 'job.py'
     script.write_text(WORKER)
     env = {**os.environ, 'PYTHONPATH': str(REPO)}
-    procs = [subprocess.Popen([sys.executable, str(script), root, str(i)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-             for i in range(4)]
+    logs = [tmp_path / f'job{i}.log' for i in range(4)]
+    procs = []
+    for i, log in enumerate(logs):
+        with open(log, 'w') as f:
+            procs.append(fork_server.start([script, root, i], cwd=tmp_path, env=env,
+                                           stdout=f, stderr=f))
+    guards = [threading.Timer(180, p.kill) for p in procs]   # the bound on each job
     try:
-        outputs = [p.communicate(timeout=180)[0].decode() for p in procs]
+        for guard in guards:
+            guard.start()
+        codes = [p.wait() for p in procs]
     finally:
+        for guard in guards:
+            guard.cancel()
         for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert [p.returncode for p in procs] == [0] * 4, outputs
+            p.kill()          # (nothing, once it ended)
+            p.wait()
+    outputs = [log.read_text() for log in logs]
+    assert codes == [0] * 4, outputs
     rows = query(root, order_by='config.seed')
     assert [(r.run_id, r.status, r.epoch, r.results, r.best) for r in rows] == [
         (f'job{i}', 'completed', 3, {'final': i * 10.}, {'loss': i + 1 / 3}) for i in range(4)]

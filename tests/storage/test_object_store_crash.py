@@ -12,7 +12,8 @@ loop's thread for synchronous saves, in the background writer's for
 asynchronous ones.
 
 Two chains of kills, eager with synchronous saves and graph with asynchronous
-ones (each child costs seconds of TensorFlow import), over the operations the
+ones (each child is forked from the session's process that imported TensorFlow,
+``fork_server`` in tests/conftest.py), over the operations the
 protocol turns on (every operation of a save is interrupted in-process by
 tests/storage/test_object_store.py):
 
@@ -32,7 +33,7 @@ checkpoints and the index in the bucket.
 import os
 import signal
 import subprocess
-import sys
+import tempfile
 import threading
 
 import numpy as np
@@ -137,7 +138,8 @@ def reference(steps):
     return out
 
 
-def run_child(tmp_path, url, options, kill=None):
+def run_child(server, tmp_path, url, options, kill=None):
+    """A run of the script forked by `server`: its exit code, stdout lines, end of stderr."""
     script = tmp_path / 'train.py'
     if not script.exists():
         script.write_text(f'MODULUS = {MODULUS}\n' + CHILD)
@@ -145,16 +147,20 @@ def run_child(tmp_path, url, options, kill=None):
     env.pop('TFSNIPPET_TEST_KILL', None)
     if kill is not None:
         env['TFSNIPPET_TEST_KILL'] = f'{kill[0]}:{kill[1]}'
-    proc = subprocess.Popen([sys.executable, str(script), url, '--steps', str(STEPS), *options],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    guard = threading.Timer(LIMIT, proc.kill)
-    guard.start()
-    try:
-        out, err = proc.communicate()
-    finally:
-        guard.cancel()
-    return proc.returncode, out.splitlines(), err[-3000:]
+    with tempfile.TemporaryFile('w+') as stderr:
+        proc = server.start([script, url, '--steps', STEPS, *options], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=stderr)
+        guard = threading.Timer(LIMIT, proc.kill)
+        guard.start()
+        try:
+            out = proc.stdout.read()
+            proc.stdout.close()
+            code = proc.wait()
+        finally:
+            guard.cancel()
+        stderr.seek(0)
+        err = stderr.read()
+    return code, out.splitlines(), err[-3000:]
 
 
 def counted(url):
@@ -179,13 +185,13 @@ SURVIVOR = {'put': -1, 'commit': -1, 'index': 0, 'unmark': 0, 'delete': 0}
 
 @pytest.mark.parametrize('chain', list(CHAINS))
 def test_killed_before_object_store_operations_resumes_from_the_newest_commit(
-        tmp_path, s3_bucket, chain):
+        tmp_path, s3_bucket, fork_server, chain):
     options, kills = CHAINS[chain]
     url = f'{s3_bucket}/run'
     w = reference(STEPS)
     start = 0
     for step, op in kills + [(None, None)]:
-        code, lines, err = run_child(tmp_path, url, options,
+        code, lines, err = run_child(fork_server, tmp_path, url, options,
                                      None if step is None else (step, op))
         if start:
             assert lines[0] == (f'Resume training: epoch 1, step {start}, from checkpoint '
