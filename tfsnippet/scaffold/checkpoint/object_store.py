@@ -421,6 +421,12 @@ class ObjectCheckpointStore(StoreSettings):
             self.fetch(str(path), local)
             yield local
 
+    def make_staging(self, label: str) -> str:
+        """A new empty local folder for files bound for a later save (uploaded from
+        there): in the temporary directory, its name carrying this process's id, so
+        a killed process's is cleaned at the next start."""
+        return tempfile.mkdtemp(prefix=staging_prefix('staging', label))
+
     def fetch(self, path: str, local: str) -> None:
         """Download the committed checkpoint `path` (as :meth:`checkpoints` names it)
         into the new local folder `local`.

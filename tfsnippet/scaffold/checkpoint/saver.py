@@ -46,7 +46,7 @@ from .matching import check_restore_match
 from .object_store import ObjectCheckpointStore, open_store
 from .sources import VARS_PREFIX, BundleSource, tfsnippet_variables
 from .state_format import CheckpointError, UntrustedCheckpointError
-from .store import TMP_PREFIX, CheckpointStore, check_step
+from .store import CheckpointStore, check_step
 
 __all__ = ['CheckpointSavableObject', 'CheckpointSaver', 'CheckpointError', 'LOOP_STATE_KEY']
 
@@ -516,12 +516,7 @@ class CheckpointSaver:
             # the store's first save cleans up its temporaries: before this one exists
             self._store.recover()
             self._staging_ready = True
-        if isinstance(self._store, ObjectCheckpointStore):
-            # a bucket: the store uploads a local staging folder, filled by `write` below
-            staged = tempfile.mkdtemp(prefix=f'{TMP_PREFIX}{LOOP_FILES_DIR}-')
-        else:
-            os.makedirs(self.save_dir, exist_ok=True)
-            staged = tempfile.mkdtemp(prefix=f'{TMP_PREFIX}{LOOP_FILES_DIR}-', dir=self.save_dir)
+        staged = self._store.make_staging(LOOP_FILES_DIR)   # where the store says
         try:
             written = write(staged)
         except BaseException:
