@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from ..storage import Location, bucket_error, check_bucket, resolve
+from ..storage.staging import clean_stale_staging, staging_prefix
 from ..utils.files import write_json
 from ..utils.status import PREEMPTED_EXIT_CODE, status_of_exit
 from ..utils.text import close_matches_hint, typed_repr
@@ -873,7 +874,8 @@ class Experiment(Generic[_C]):
     def _start_staging(self) -> None:
         """Make the local folder of a URL root's run files; on resume, bring down
         the files that are extended (run.json, result.json, console.log, HParams)."""
-        self._files_dir = tempfile.mkdtemp(prefix=f'tfsnippet-run-{self._run_id}-')
+        clean_stale_staging()   # what killed attempts left in the temporary directory
+        self._files_dir = tempfile.mkdtemp(prefix=staging_prefix('run', self._run_id))
         if not self._resumed:
             return
         fs = self._run_location.fs

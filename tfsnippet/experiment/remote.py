@@ -56,6 +56,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..storage import Location, bucket_error, check_bucket, is_url, resolve
+from ..storage.staging import staging_prefix
 from ..utils.text import short_repr
 from .store import ResultsStore, RunRow
 
@@ -201,7 +202,7 @@ def read_remote_run(run: Location, run_id: str) -> RunRow | None:
         listing[f'{run_id}/{RECORDS_DIR}/{path.rsplit("/", 1)[-1]}'] = ('', path)
     if not listing:
         return None
-    folder = tempfile.mkdtemp(prefix='tfsnippet-run-')
+    folder = tempfile.mkdtemp(prefix=staging_prefix('run'))
     try:
         clock = _ReplayClock()
         with ResultsStore(folder, clock=clock) as store:

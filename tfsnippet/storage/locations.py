@@ -154,7 +154,8 @@ class Location:
         return self.path
 
 
-def _filesystem(protocol: str, url: str, argument: str) -> Any:
+def _filesystem(protocol: str, url: str, argument: str,
+                storage_options: dict[str, Any] | None = None) -> Any:
     package, extra = PROTOCOL_EXTRAS[protocol]
     try:
         import fsspec
@@ -171,10 +172,12 @@ def _filesystem(protocol: str, url: str, argument: str) -> Any:
     options: dict[str, Any] = {}
     if protocol in _NO_LISTING_CACHE:
         options['use_listings_cache'] = False
+    options.update(storage_options or {})
     return cls(**options)
 
 
-def resolve(value: Any, *, argument: str = 'path') -> Location:
+def resolve(value: Any, *, argument: str = 'path',
+            storage_options: dict[str, Any] | None = None) -> Location:
     """Resolve a path or URL given as `argument` into a :class:`Location`.
 
     Args:
@@ -182,16 +185,28 @@ def resolve(value: Any, *, argument: str = 'path') -> Location:
             an object-store URL (``s3://bucket/prefix``), or a
             :class:`Location` (returned as it is).
         argument: The argument's name, for error messages.
+        storage_options: Options of the URL's fsspec file system, for this
+            location only (``s3fs``: ``endpoint_url``, ``profile``, ``key``,
+            ``secret``, ``client_kwargs``, ...); the resolved Location carries
+            its file system, so whatever it is passed to (``checkpoint_dir``,
+            an Experiment's ``root``) uses them.  Not for a local path.
 
     Raises:
-        TypeError: `value` is neither a string, a path nor a Location.
+        TypeError: `value` is neither a string, a path nor a Location, or
+            `storage_options` is not a dict.
         ValueError: A URL of a protocol the package does not know, or one
             without a bucket, or one with a malformed protocol part
             (``s3:/bucket``, see :func:`is_url`).
         StorageUnavailableError: A known protocol whose package is not
             installed (the message names the extra to install).
     """
+    if storage_options is not None and not isinstance(storage_options, dict):
+        raise TypeError(f'`storage_options` must be a dict of file-system options, got '
+                        f'{short_repr(storage_options)}')
     if isinstance(value, Location):
+        if storage_options:
+            raise ValueError(f'{argument}={value.url!r} is resolved already: give '
+                             f'`storage_options` to the resolve that made it')
         return value
     was_path = isinstance(value, os.PathLike)
     if was_path:
@@ -200,6 +215,9 @@ def resolve(value: Any, *, argument: str = 'path') -> Location:
         raise TypeError(f'{argument} must be a path or a URL (str), got {short_repr(value)} '
                         f'({type(value).__name__})')
     match = _URL.match(value)
+    if storage_options and (match is None or match.group(1).lower() == 'file'):
+        raise ValueError(f'{argument}={short_repr(value)} is a local path: '
+                             f'`storage_options` are for object-store URLs only')
     if match is None:
         _refuse_malformed_url(value, argument, was_path)
         path = os.path.abspath(value)
@@ -216,7 +234,7 @@ def resolve(value: Any, *, argument: str = 'path') -> Location:
     if not rest:
         raise ValueError(f'{argument}={short_repr(value)} names no bucket: expected '
                          f'{protocol}://BUCKET/PREFIX')
-    fs = _filesystem(protocol, value, argument)
+    fs = _filesystem(protocol, value, argument, storage_options)
     # fsspec's memory file system roots its paths at '/'; the others at the bucket
     path = '/' + rest if protocol == 'memory' else rest
     return Location(f'{protocol}://{rest}', protocol, path, fs)

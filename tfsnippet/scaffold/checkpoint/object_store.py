@@ -94,10 +94,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...storage import Location, bucket_error, is_url, resolve
+from ...storage.retry import RetryPolicy, call_with_retry
+from ...storage.staging import clean_stale_staging, staging_prefix
 from ...utils.text import short_repr
 from .policies import KeepPolicy
-from .store import (INDEX_FILE, MARKER_FILE, TMP_PREFIX, CheckpointStore, StoreSettings,
-                    check_step)
+from .store import INDEX_FILE, MARKER_FILE, TMP_PREFIX, CheckpointStore, StoreSettings, check_step
 
 __all__ = ['ObjectCheckpointStore', 'open_store', 'check_store_access', 'StoreConflictError',
            'filenames_in']
@@ -219,6 +220,8 @@ class ObjectCheckpointStore(StoreSettings):
         self._prefix_re = re.compile(re.escape(filename) + r'-(\d+)\.([0-9a-f]{32})')
         self._conditional = location.protocol in ('s3', 's3a')
         self._recovered = False
+        self._retry: RetryPolicy | None = None   # the default policy
+        clean_stale_staging()
 
     # ------------------------------------------------------------ properties
     @property
@@ -242,8 +245,12 @@ class ObjectCheckpointStore(StoreSettings):
     def _call(self, op: str, target: str, fn: Callable[..., Any], *args: Any,
               **kwargs: Any) -> Any:
         """Every object-store operation of the store goes through here (`op` names
-        it, `target` is the object or prefix): the one place to watch them."""
-        return fn(*args, **kwargs)
+        it, `target` is the object or prefix): the one place to watch them.
+        Transient errors are retried with a bounded backoff
+        (:mod:`tfsnippet.storage.retry`), then raise
+        :class:`~tfsnippet.storage.retry.StoreOutageError` naming the store."""
+        return call_with_retry(self._location.url, f'{op} of {target!r}', fn, *args,
+                               policy=self._retry, **kwargs)
 
     def _listing(self) -> list[str]:
         try:
@@ -414,6 +421,12 @@ class ObjectCheckpointStore(StoreSettings):
             self.fetch(str(path), local)
             yield local
 
+    def make_staging(self, label: str) -> str:
+        """A new empty local folder for files bound for a later save (uploaded from
+        there): in the temporary directory, its name carrying this process's id, so
+        a killed process's is cleaned at the next start."""
+        return tempfile.mkdtemp(prefix=staging_prefix('staging', label))
+
     def fetch(self, path: str, local: str) -> None:
         """Download the committed checkpoint `path` (as :meth:`checkpoints` names it)
         into the new local folder `local`.
@@ -475,7 +488,7 @@ class ObjectCheckpointStore(StoreSettings):
         seq = scan.max_seq() + 1
         prefix = f'{name}.{uuid.uuid4().hex}'
 
-        staging = tempfile.mkdtemp(prefix='tfsnippet-staging-')
+        staging = tempfile.mkdtemp(prefix=staging_prefix('staging'))
         try:
             write(staging)
             if os.path.lexists(os.path.join(staging, MARKER_FILE)):

@@ -34,19 +34,19 @@ from typing import Any
 
 import tensorflow as tf
 
-from ...storage import is_url
-from ...utils.misc import warn_user
+from ...storage import Location, is_url
 from ...tfops.session import get_default_session_or_error
 from ...tfops.tf_vars import as_tf_variable, is_variable, normalize_variables, variable_name
-from ...utils.validation import check_bool
 from ...tfops.var_io import assign_variables
+from ...utils.misc import warn_user
+from ...utils.validation import check_bool
 from . import state_format
-from .sources import VARS_PREFIX, BundleSource, tfsnippet_variables
-from .matching import check_restore_match
 from .io import AsyncCheckpointWriter, AsyncSaveStats, HostBuffers, freeze_state, write_bundle
-from .state_format import CheckpointError, UntrustedCheckpointError
+from .matching import check_restore_match
 from .object_store import ObjectCheckpointStore, open_store
-from .store import TMP_PREFIX, CheckpointStore, check_step
+from .sources import VARS_PREFIX, BundleSource, tfsnippet_variables
+from .state_format import CheckpointError, UntrustedCheckpointError
+from .store import CheckpointStore, check_step
 
 __all__ = ['CheckpointSavableObject', 'CheckpointSaver', 'CheckpointError', 'LOOP_STATE_KEY']
 
@@ -210,7 +210,8 @@ class CheckpointSaver:
         ``asynchronous`` saves.
     """
 
-    def __init__(self, variables: Sequence[Any] | Mapping[str, Any] | None, save_dir: str,
+    def __init__(self, variables: Sequence[Any] | Mapping[str, Any] | None,
+                 save_dir: str | Location,
                  objects: Mapping[str, Any] | None = None, filename: str = 'checkpoint.dat',
                  max_to_keep: int | None = None, durable: bool = True,
                  asynchronous: bool = False, save_meta: bool = True, strict: bool = False,
@@ -515,12 +516,7 @@ class CheckpointSaver:
             # the store's first save cleans up its temporaries: before this one exists
             self._store.recover()
             self._staging_ready = True
-        if isinstance(self._store, ObjectCheckpointStore):
-            # a bucket: the store uploads a local staging folder, filled by `write` below
-            staged = tempfile.mkdtemp(prefix=f'{TMP_PREFIX}{LOOP_FILES_DIR}-')
-        else:
-            os.makedirs(self.save_dir, exist_ok=True)
-            staged = tempfile.mkdtemp(prefix=f'{TMP_PREFIX}{LOOP_FILES_DIR}-', dir=self.save_dir)
+        staged = self._store.make_staging(LOOP_FILES_DIR)   # where the store says
         try:
             written = write(staged)
         except BaseException:

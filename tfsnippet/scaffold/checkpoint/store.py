@@ -125,6 +125,7 @@ import operator
 import os
 import re
 import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -328,6 +329,13 @@ class CheckpointStore(StoreSettings):
         itself (made absolute); the object store's downloads it (see
         :meth:`~.object_store.ObjectCheckpointStore.local_copy`)."""
         yield os.path.abspath(os.fspath(path))
+
+    def make_staging(self, label: str) -> str:
+        """A new empty local folder for files bound for a later save (removed by
+        :meth:`recover` if the process dies): a ``.tmp-`` folder of `save_dir`,
+        so the files reach the checkpoint by a rename on the same disk."""
+        os.makedirs(self._save_dir, exist_ok=True)
+        return tempfile.mkdtemp(prefix=f'{TMP_PREFIX}{label}-', dir=self._save_dir)
 
     def _step_of(self, name: str) -> int | None:
         m = self._name_re.fullmatch(name)

@@ -15,16 +15,17 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
-from ...storage import is_url, resolve
+from ...storage import Location, is_url, resolve
+from ...storage.retry import StoreOutageError
 from ...utils.events import Every
 from ...utils.misc import warn_user
 from ...utils.validation import check_bool, check_positive_int, check_positive_number
 from ..checkpoint.export import check_export_path
 from ..checkpoint.io import AsyncSaveStats, CheckpointWriteError
+from ..checkpoint.object_store import ObjectCheckpointStore, check_store_access, open_store
 from ..checkpoint.policies import (KeepBest, KeepLatest, KeepPolicy, SaveAtEnd, SaveEvery,
                                    SavePolicy, check_keep_policies, check_save_policies,
                                    enters_best, rank_pins)
-from ..checkpoint.object_store import ObjectCheckpointStore, check_store_access, open_store
 from ..checkpoint.saver import CheckpointSaver, check_checkpoint_objects
 from ..checkpoint.state_format import has_state
 from ..checkpoint.store import TMP_PREFIX, CheckpointStore
@@ -117,6 +118,14 @@ class Checkpointer(LoopComponent, SuspendableWrites):
     a resume only ever sees complete checkpoints.  ``make_checkpoint()``
     returns the path the checkpoint will have once written.
 
+    **A store outage** (an object store that stays unreachable through the
+    retries of :mod:`tfsnippet.storage.retry`) does not stop training: the
+    save is reported (a ``RuntimeWarning`` naming the store) and skipped,
+    synchronous or asynchronous, up to `max_failed_saves` saves in a row
+    (default 3); the next one that fails stops the run with a
+    ``RuntimeError`` naming the store.  A skipped save leaves the store as
+    it was: the newest complete checkpoint stays what a resume takes.
+
     **Under a tf.distribute strategy** every worker restores the same
     checkpoint from `checkpoint_dir` (a directory every worker can read),
     but only the chief writes: the others read everything a save reads
@@ -145,7 +154,8 @@ class Checkpointer(LoopComponent, SuspendableWrites):
                  export_best: str | os.PathLike[str] | None = None,
                  asynchronous: bool = False,
                  save: Sequence[SavePolicy] | None = None,
-                 keep: Sequence[KeepPolicy] | None = None):
+                 keep: Sequence[KeepPolicy] | None = None,
+                 max_failed_saves: int = 3):
         if not isinstance(checkpoint_dir, (str, os.PathLike)) or not str(checkpoint_dir):
             raise TypeError(f'`checkpoint_dir` must be a directory path or URL, got '
                             f'{checkpoint_dir!r}')
@@ -205,6 +215,8 @@ class Checkpointer(LoopComponent, SuspendableWrites):
         self._unwatch: Callable[[], None] | None = None
         self._best_saver: CheckpointSaver | None = None   # kept after the exit, for exports
         self._async = check_bool(asynchronous, 'checkpoint_async')
+        self._max_failed = check_positive_int(max_failed_saves, 'max_failed_saves')
+        self._failed_in_row = 0   # saves lost to a store outage since the last good one
         self._dir = self._location.url   # the absolute path, or the URL
         self._objects = check_checkpoint_objects(save_objects, 'checkpoint_save_objects')
         self._restore = restore
@@ -345,8 +357,17 @@ class Checkpointer(LoopComponent, SuspendableWrites):
             else:   # read what the chief saves (collectives included), write nothing
                 self._saver.rehearse()
                 path = self._saver.store.path_of(loop.step)
+            if not self._async:
+                self._failed_in_row = 0
         except CheckpointWriteError as e:
+            if isinstance(e.__cause__, StoreOutageError):
+                self._skip_failed_save(e.__cause__, e.step)
+                return self._write_checkpoint(loop, best)   # the error is raised once
+
             raise self._background_error(e) from e.__cause__
+        except StoreOutageError as e:
+            self._skip_failed_save(e, loop.step)
+            return self._saver.store.path_of(loop.step)
         except (OSError, tf.errors.OpError) as e:
             raise RuntimeError(
                 f'Could not write a checkpoint into `checkpoint_dir` {self._dir!r} (is the disk '
@@ -368,7 +389,42 @@ class Checkpointer(LoopComponent, SuspendableWrites):
             try:
                 self._saver.wait()
             except CheckpointWriteError as e:
+                if isinstance(e.__cause__, StoreOutageError):
+                    self._skip_failed_save(e.__cause__, e.step)
+                    return
                 raise self._background_error(e) from e.__cause__
+            if self._async:
+                self._failed_in_row = 0
+
+    @property
+    def max_failed_saves(self) -> int:
+        """How many saves in a row a store outage may skip before the run stops."""
+        return self._max_failed
+
+    @property
+    def failed_saves(self) -> int:
+        """The saves skipped by a store outage since the last one that succeeded."""
+        return self._failed_in_row
+
+    def _skip_failed_save(self, error: StoreOutageError, step: int | None) -> None:
+        """Report a save lost to a store outage, or stop the run after too many in a row."""
+        self._failed_in_row += 1
+        if self._failed_in_row > self._max_failed:
+            raise RuntimeError(
+                f'The store {error.store!r} of `checkpoint_dir` {self._dir!r} failed '
+                f'{self._failed_in_row} saves in a row (`max_failed_saves` is '
+                f'{self._max_failed}); the run stops, the newest complete checkpoint is what '
+                f'a resume takes: {error}') from error
+        newest = None
+        if self._saver is not None:
+            try:
+                newest = self._saver.store.latest()
+            except (OSError, RuntimeError):   # the store is away: it cannot be listed either
+                newest = None
+        warn_user(f'The checkpoint of step {step} was not saved: {error}; training goes on '
+                  f'({self._failed_in_row} of at most {self._max_failed} failed saves in a '
+                  f'row), the newest complete checkpoint is '
+                  f'{newest if newest else "the one before the outage"}', RuntimeWarning)
 
     def _background_error(self, error: CheckpointWriteError) -> CheckpointWriteError:
         cause = error.__cause__
@@ -430,8 +486,9 @@ class Checkpointer(LoopComponent, SuspendableWrites):
         saver.wait()
         return saver.store.pinned()
 
-    def _save_dir(self) -> str:
-        return self._location.join('checkpoint').url
+    def _save_dir(self) -> Location:
+        # the Location itself, resolved once: its file system (and options) go on
+        return self._location.join('checkpoint')
 
     def _store(self) -> CheckpointStore | ObjectCheckpointStore:
         return open_store(self._save_dir(), argument='checkpoint_dir', keep=self._keep)
