@@ -147,7 +147,8 @@ def test_package_exports_every_public_name_of_its_parts_lazily():
     from tfsnippet import dataflows, experiment, scaffold, trainer
     expected = (set(scaffold.__all__) | set(trainer.__all__) | set(experiment.__all__) |
                 {'DataFlow', 'DataMapper', 'SlidingWindow', 'settings',
-                 'Search'})   # `spt.Search` from tfsnippet.search (Optuna, imported when used)
+                 'Search',    # `spt.Search` from tfsnippet.search (Optuna, imported when used)
+                 'seed_everything'})  # from tfsnippet.tfops
     assert set(spt._EXPORTS) == expected
     for name in expected:
         assert getattr(spt, name) is not None
