@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import gc
 import json
@@ -508,6 +509,16 @@ class Row:
         """The row of :meth:`to_json`'s dict (its ratio is recomputed)."""
         return cls(data['case'], data['baseline'], data['baseline_value'], data['value'],
                    data['unit'], data.get('target', ''), data.get('met'))
+
+
+def quick_arguments(doc: str | None) -> argparse.Namespace:
+    """The command line of a benchmark with a smoke-run mode: ``--quick`` and
+    ``--table-json PATH``; `doc` is the script's docstring (its first line
+    describes the script)."""
+    parser = argparse.ArgumentParser(description=(doc or '').splitlines()[0])
+    parser.add_argument('--quick', action='store_true', help='smoke-run sizes (not figures)')
+    parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
+    return parser.parse_args()
 
 
 def write_rows(path: str | None, rows: Iterable[Row]) -> None:

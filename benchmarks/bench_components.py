@@ -22,7 +22,6 @@ the targets are met.  Usage::
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -31,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _bench import (Row, Stopwatch, describe_machine, format_table,  # noqa: E402
-                    load_average, met_text, time_alternating, write_rows)
+                    load_average, met_text, quick_arguments, time_alternating, write_rows)
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -176,10 +175,7 @@ def table(rows: Sequence[Row]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--quick', action='store_true', help='smoke-run sizes (not figures)')
-    parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
-    args = parser.parse_args()
+    args = quick_arguments(__doc__)
     size = SIZES['quick' if args.quick else 'full']
     print('Loop components attached but idle: cost per step over a bare TrainLoop')
     print(describe_machine())

@@ -26,7 +26,6 @@ the targets are met.  Usage::
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable
@@ -41,6 +40,7 @@ from _bench import (
     load_average,
     met_text,
     paired_ratio,
+    quick_arguments,
     time_alternating,
     write_rows,
 )
@@ -222,10 +222,7 @@ def table(rows: list[Row]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--quick', action='store_true', help='smoke-run sizes (not figures)')
-    parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
-    args = parser.parse_args()
+    args = quick_arguments(__doc__)
     size = SIZES['quick' if args.quick else 'full']
     print('Training health: WeightAverage per-step cost and memory')
     print(describe_machine())

@@ -20,14 +20,13 @@ the targets are met.  Usage::
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _bench import describe_machine, load_average, write_rows  # noqa: E402
+from _bench import describe_machine, load_average, quick_arguments, write_rows  # noqa: E402
 from bench_components import SIZES, Case, measure, table  # noqa: E402
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -117,10 +116,7 @@ def handler_costs(calls: int) -> list[tuple[str, float]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--quick', action='store_true', help='smoke-run sizes (not figures)')
-    parser.add_argument('--table-json', metavar='PATH', help='also write the rows as JSON')
-    args = parser.parse_args()
+    args = quick_arguments(__doc__)
     size = SIZES['quick' if args.quick else 'full']
     print('Training-health components attached but idle: cost per step over a bare TrainLoop')
     print(describe_machine())
