@@ -521,6 +521,21 @@ def quick_arguments(doc: str | None) -> argparse.Namespace:
     return parser.parse_args()
 
 
+def print_summary(table_text: str) -> None:
+    """The end of a benchmark's output: its summary table."""
+    print()
+    print('Summary')
+    print(table_text)
+
+
+def finish(rows: Iterable[Row], table_json: str | None) -> int:
+    """Print the load average at the end, write the rows for ``run_all.py``; the
+    script's exit status."""
+    print(f'\n  load avg    {load_average()} (1/5/15 min) at end')
+    write_rows(table_json, rows)
+    return 0
+
+
 def write_rows(path: str | None, rows: Iterable[Row]) -> None:
     """Write `rows` as JSON for ``run_all.py`` (nothing without a path)."""
     if path:

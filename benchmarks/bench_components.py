@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _bench import (Row, Stopwatch, describe_machine, format_table,  # noqa: E402
-                    load_average, met_text, quick_arguments, time_alternating, write_rows)
+from _bench import (Row, Stopwatch, describe_machine, finish, format_table,  # noqa: E402
+                    met_text, print_summary, quick_arguments, time_alternating)
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -174,20 +174,23 @@ def table(rows: Sequence[Row]) -> str:
         for r in rows], align='lrrrrll')
 
 
-def main() -> int:
-    args = quick_arguments(__doc__)
-    size = SIZES['quick' if args.quick else 'full']
-    print('Loop components attached but idle: cost per step over a bare TrainLoop')
+def idle_report(title: str, cases: Sequence[Case], quick: bool) -> list[Row]:
+    """Measure `cases` attached but idle and print the header and the summary."""
+    size = SIZES['quick' if quick else 'full']
+    print(title)
     print(describe_machine())
     print(f'  sizes       {size["epochs"]} epochs x {size["steps"]:,} no-op steps, '
           f'{size["repeats"]} alternating repeats, best run of each')
-    rows = measure(CASES, size)
-    print()
-    print('Summary')
-    print(table(rows))
-    print(f'\n  load avg    {load_average()} (1/5/15 min) at end')
-    write_rows(args.table_json, rows)
-    return 0
+    rows = measure(cases, size)
+    print_summary(table(rows))
+    return rows
+
+
+def main() -> int:
+    args = quick_arguments(__doc__)
+    rows = idle_report('Loop components attached but idle: cost per step over a bare TrainLoop',
+                       CASES, args.quick)
+    return finish(rows, args.table_json)
 
 
 if __name__ == '__main__':

@@ -36,13 +36,13 @@ from _bench import (
     Row,
     Stopwatch,
     describe_machine,
+    finish,
     format_table,
-    load_average,
     met_text,
     paired_ratio,
+    print_summary,
     quick_arguments,
     time_alternating,
-    write_rows,
 )
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -227,12 +227,8 @@ def main() -> int:
     print('Training health: WeightAverage per-step cost and memory')
     print(describe_machine())
     rows = measure(size)
-    print()
-    print('Summary')
-    print(table(rows))
-    print(f'\n  load avg    {load_average()} (1/5/15 min) at end')
-    write_rows(args.table_json, rows)
-    return 0
+    print_summary(table(rows))
+    return finish(rows, args.table_json)
 
 
 if __name__ == '__main__':

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _bench import describe_machine, load_average, quick_arguments, write_rows  # noqa: E402
-from bench_components import SIZES, Case, measure, table  # noqa: E402
+from _bench import finish, quick_arguments  # noqa: E402
+from bench_components import Case, idle_report  # noqa: E402
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -117,21 +117,12 @@ def handler_costs(calls: int) -> list[tuple[str, float]]:
 
 def main() -> int:
     args = quick_arguments(__doc__)
-    size = SIZES['quick' if args.quick else 'full']
-    print('Training-health components attached but idle: cost per step over a bare TrainLoop')
-    print(describe_machine())
-    print(f'  sizes       {size["epochs"]} epochs x {size["steps"]:,} no-op steps, '
-          f'{size["repeats"]} alternating repeats, best run of each')
-    rows = measure(CASES, size)
-    print()
-    print('Summary')
-    print(table(rows))
+    rows = idle_report('Training-health components attached but idle: cost per step over a '
+                       'bare TrainLoop', CASES, args.quick)
     print('\nWhat each adds to one event over a bare loop (µs per call)')
     for name, cost in handler_costs(2_000 if args.quick else 200_000):
         print(f'  {name:45s} {cost:.3f}')
-    print(f'\n  load avg    {load_average()} (1/5/15 min) at end')
-    write_rows(args.table_json, rows)
-    return 0
+    return finish(rows, args.table_json)
 
 
 if __name__ == '__main__':
